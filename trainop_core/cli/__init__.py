@@ -1,0 +1,1 @@
+"""The `trainop` command line."""

@@ -1,0 +1,55 @@
+"""`trainop` entry point: each subcommand lives in its own module with `register(subparsers)`.
+
+A subcommand module's `register` adds its parser and sets `func(args) -> int` (the exit code).
+Exit codes: 0 success, 1 the job failed, 2 invalid input or usage, 124 timeout, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Order is the order of `trainop --help`.
+COMMANDS = (
+    "run",
+    "submit",
+    "get",
+    "logs",
+    "delete",
+    "validate",
+    "render",
+    "crds",
+    "operator",
+    "tune",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainop",
+        description=(
+            "Run Kubeflow TFJob, PyTorchJob, MXJob and XGBoostJob files unchanged: on this machine "
+            "(the default), on Kubernetes, or as the Kubernetes operator itself."
+        ),
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module = importlib.import_module(f"trainop_core.cli.{name}_cmd")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""What a job kind is: a frozen description plus a few hooks. A kind holds no reconcile logic.
+
+Adding a kind (JAXJob, PaddleJob, a site's own) is one module that builds a `Kind` and one line in
+`trainop_core.kinds.table` (or an entry point in the `trainop.kinds` group for third parties).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from trainop_core.api.job import TrainingJob
+from trainop_core.api.types import RestartPolicy
+from trainop_core.errors import Problem
+
+
+class Addressing(Protocol):
+    """How replica `index` of type `rtype` is reached. Backends provide it, kinds only ask."""
+
+    def host(self, rtype: str, index: int, *, fqdn: bool = False) -> str:
+        """Host name or IP of that replica; `fqdn` asks for the cluster-wide form. Pure, no I/O."""
+        ...
+
+    def port(self, rtype: str, index: int) -> int:
+        """The port the replica's default container listens on. Pure, no I/O."""
+        ...
+
+    @property
+    def waits_for_dns(self) -> bool:
+        """True where replicas find each other through DNS that may lag (Kubernetes)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ClusterContext:
+    """Everything an env-contract hook may read: the defaulted job, replica counts, addresses."""
+
+    job: TrainingJob
+    replicas: Mapping[str, int]  # replica type -> count, in the kind's order
+    addressing: Addressing
+
+
+@dataclass(frozen=True)
+class ReplicaCounts:
+    """What the planner observed for one replica type this round."""
+
+    replicas: int  # desired
+    active: int = 0  # Running
+    succeeded: int = 0
+    failed: int = 0
+    restart_policy: RestartPolicy = RestartPolicy.NEVER
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A kind's reading of its replicas: what the job's condition should become.
+
+    `state` is one of "Running", "Succeeded", "Failed", "Restarting" or "" (nothing to say yet).
+    """
+
+    state: str
+    message: str = ""
+    replica_type: str = ""
+
+
+class EnvHook(Protocol):
+    def __call__(self, ctx: ClusterContext, rtype: str, index: int) -> list[dict[str, Any]]:
+        """The contract env vars (name/value dicts) for one replica. Pure."""
+        ...
+
+
+class MasterRoleHook(Protocol):
+    def __call__(self, replicas: Mapping[str, int], rtype: str, index: int) -> bool:
+        """Whether this replica carries the `job-role: master` label. Pure."""
+        ...
+
+
+class StatusHook(Protocol):
+    def __call__(
+        self, job: TrainingJob, counts: Mapping[str, ReplicaCounts], worker0_succeeded: bool
+    ) -> Verdict:
+        """Upstream's per-kind UpdateJobStatus rule, as a pure function of the counts."""
+        ...
+
+
+class ValidateHook(Protocol):
+    def __call__(self, job: TrainingJob) -> list[Problem]:
+        """Extra kind rules (cardinalities, options). Runs on the defaulted job. Pure."""
+        ...
+
+
+class DefaultHook(Protocol):
+    def __call__(self, job: TrainingJob) -> None:
+        """Kind-specific in-memory defaults (mutates the job). Pure apart from that."""
+        ...
+
+
+class PodHook(Protocol):
+    def __call__(self, ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]) -> None:
+        """Decorate a pod manifest before creation (e.g. an init container). Mutates `pod`."""
+        ...
+
+
+def _no_problems(job: TrainingJob) -> list[Problem]:
+    return []
+
+
+def _no_defaults(job: TrainingJob) -> None:
+    return None
+
+
+def _no_pod_changes(ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A job kind as data. Everything the generic code needs to know about TFJob, PyTorchJob, ..."""
+
+    kind: str
+    plural: str
+    job_model: type[TrainingJob]
+    replica_field: str  # wire name of the replica-spec map, e.g. "pytorchReplicaSpecs"
+    replica_types: tuple[str, ...]  # canonical spelling, in upstream's order
+    default_container: str
+    port_name: str
+    default_port: int
+    default_restart_policy: RestartPolicy
+    framework: str  # metrics label, e.g. "pytorch"
+    env: EnvHook
+    is_master_role: MasterRoleHook
+    status: StatusHook
+    env_in_all_containers: bool = True  # TF injects only into its default container
+    validate: ValidateHook = _no_problems
+    default: DefaultHook = _no_defaults
+    decorate_pod: PodHook = _no_pod_changes
+    aliases: tuple[str, ...] = ()  # other accepted `kind:` spellings (MXNetJob -> MXJob)
+    short_names: tuple[str, ...] = ()
+    scale_replica_type: str | None = None  # replica type behind the scale subresource, if any
+    restrict_replica_types: bool = True  # TF's webhook accepts unknown replica types
+    extra_printer_columns: Sequence[dict[str, Any]] = field(default_factory=tuple)
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def controller_name(self) -> str:
+        """`training.kubeflow.org/operator-name` label value and event source."""
+        return f"{self.kind.lower()}-controller"
+
+    def canonical_replica_type(self, name: str) -> str:
+        """Case-normalise a replica-type key (worker -> Worker); unknown names are returned as is."""
+        for known in self.replica_types:
+            if known.lower() == name.lower():
+                return known
+        return name

@@ -1,0 +1,85 @@
+"""The planner's inputs and output. Backends translate what they observe into these and apply a Plan.
+
+The planner is a pure function: `plan(job, observed, now, options) -> Plan`. It never does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainop_core.api.types import JobStatus
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    """One replica pod (Kubernetes) or process (local) as last seen.
+
+    `phase` is the Kubernetes pod phase: Pending, Running, Succeeded, Failed or Unknown.
+    `exit_code` is that of the kind's default container when it has terminated, else None.
+    `restart_count` sums the in-place restarts of all its containers (OnFailure/Always).
+    """
+
+    name: str
+    replica_type: str  # canonical, e.g. "Worker"
+    index: int
+    phase: str
+    exit_code: int | None = None
+    restart_count: int = 0
+    deleting: bool = False  # deletionTimestamp set
+    reason: str = ""  # e.g. the terminated container's reason, "Evicted"
+    message: str = ""
+    uid: str = ""
+
+
+@dataclass(frozen=True)
+class ObservedService:
+    name: str
+    replica_type: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything owned by the job that the backend can see this round."""
+
+    pods: tuple[ObservedPod, ...] = ()
+    services: tuple[ObservedService, ...] = ()
+    pod_group_phase: str | None = None  # Volcano PodGroup status.phase, when gang scheduling
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Kubernetes event to record on the job (type Normal or Warning, upstream reasons)."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass
+class Plan:
+    """What must happen now for one job. Backends apply it in this order:
+    deletions, creations, status write, events; then look again after `requeue_after` seconds.
+    """
+
+    create_pods: list[dict[str, Any]] = field(default_factory=list)  # full Pod manifests
+    create_services: list[dict[str, Any]] = field(default_factory=list)
+    delete_pods: list[str] = field(default_factory=list)  # pod names
+    delete_services: list[str] = field(default_factory=list)
+    pod_group: dict[str, Any] | None = None  # PodGroup to create or update
+    delete_pod_group: bool = False
+    status: JobStatus | None = None  # next status; None = unchanged
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None  # seconds until the planner must look again
+    delete_job: bool = False  # TTL after finish has expired
+    restarts: int = 0  # replicas restarted this round (metrics)
+    metrics: list[str] = field(default_factory=list)  # "created" | "successful" | "failed" | ...
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Backend-wide settings that change what is planned."""
+
+    gang_scheduler_name: str = ""  # "" off, "volcano", or a scheduler-plugins name
+    cluster_domain: str = ""  # CUSTOM_CLUSTER_DOMAIN for TF_CONFIG hosts
