@@ -1,0 +1,20 @@
+"""Shared fixtures. Keep this small: builders live in tests/builders.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainop_core.kinds.base import Kind
+from trainop_core.kinds.table import KindRegistry, build_registry
+
+
+@pytest.fixture
+def registry() -> KindRegistry:
+    """A fresh kind registry with the built-in kinds only (no entry points)."""
+    return build_registry(entry_points=False)
+
+
+@pytest.fixture
+def kinds(registry: KindRegistry) -> dict[str, Kind]:
+    """Built-in kinds by name."""
+    return {kind.kind: kind for kind in registry.kinds}

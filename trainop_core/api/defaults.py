@@ -1,0 +1,64 @@
+"""Upstream's in-memory defaulting, applied to a copy: the stored job is never changed.
+
+Upstream has no mutating webhook; its reconciler defaults a private copy on every pass, so
+`kubectl get -o yaml` never shows these values. We do the same: `apply_defaults` returns a new job.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+from trainop_core.api.job import TrainingJob
+from trainop_core.api.podtemplate import default_container
+from trainop_core.api.types import CleanPodPolicy, ReplicaSpec
+
+if TYPE_CHECKING:
+    from trainop_core.kinds.base import Kind
+
+JobT = TypeVar("JobT", bound=TrainingJob)
+
+
+def apply_defaults(job: JobT, kind: Kind) -> JobT:
+    """A defaulted deep copy of `job`. Idempotent: defaulting a defaulted job changes nothing."""
+    defaulted = job.model_copy(deep=True)
+    if defaulted.spec.run_policy.clean_pod_policy is None:
+        defaulted.spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
+    defaulted.spec.replica_specs = normalise_replica_types(defaulted.spec.replica_specs, kind)
+    for spec in defaulted.spec.replica_specs.values():
+        _default_replica(spec, kind)
+    kind.default(defaulted)
+    return defaulted
+
+
+def normalise_replica_types(specs: dict[str, ReplicaSpec], kind: Kind) -> dict[str, ReplicaSpec]:
+    """Keys spelled the kind's way (worker -> Worker), order kept.
+
+    A key whose canonical spelling is already taken (both `worker` and `Worker`) is left as written
+    so validation can report the duplicate instead of one silently replacing the other.
+    """
+    canonical = [kind.canonical_replica_type(name) for name in specs]
+    result: dict[str, ReplicaSpec] = {}
+    for (name, spec), wanted in zip(specs.items(), canonical, strict=True):
+        clash = canonical.count(wanted) > 1
+        result[name if clash else wanted] = spec
+    return result
+
+
+def _default_replica(spec: ReplicaSpec, kind: Kind) -> None:
+    if spec.replicas is None:
+        spec.replicas = 1
+    if spec.restart_policy is None:
+        spec.restart_policy = kind.default_restart_policy
+    _default_port(spec, kind)
+
+
+def _default_port(spec: ReplicaSpec, kind: Kind) -> None:
+    # Peers find the training process through this named port, so upstream always exposes it.
+    container = default_container(spec.template, kind.default_container)
+    if container is None:
+        return
+    ports = container.get("ports")
+    if not isinstance(ports, list):
+        ports = container["ports"] = []
+    if not any(isinstance(p, dict) and p.get("name") == kind.port_name for p in ports):
+        ports.append({"name": kind.port_name, "containerPort": kind.default_port})
