@@ -1,6 +1,6 @@
 """What a job kind is: a frozen description plus a few hooks. A kind holds no reconcile logic.
 
-Adding a kind (JAXJob, PaddleJob, a site's own) is one module that builds a `Kind` and one line in
+Adding a kind (PaddleJob, a site's own) is one module that builds a `Kind` and one line in
 `trainop_core.kinds.table` (or an entry point in the `trainop.kinds` group for third parties).
 """
 
@@ -39,6 +39,11 @@ class ClusterContext:
     job: TrainingJob
     replicas: Mapping[str, int]  # replica type -> count, in the kind's order
     addressing: Addressing
+    # Backend settings for kind hooks, keyed "<framework>.<option>" (PlanOptions.kind_options).
+    kind_options: Mapping[str, object] = field(default_factory=dict)
+    # Per-plan scratch space for hooks that would otherwise redo O(replicas) work for every
+    # replica (TF_CONFIG's cluster map). Lives exactly as long as one plan; never shared.
+    memo: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,7 @@ class Kind:
         return f"{self.kind.lower()}-controller"
 
     def canonical_replica_type(self, name: str) -> str:
-        """Case-normalise a replica-type key (worker -> Worker); unknown names are returned as is."""
+        """Case-normalise a replica-type key (worker -> Worker); unknown names come back as is."""
         for known in self.replica_types:
             if known.lower() == name.lower():
                 return known

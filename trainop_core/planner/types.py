@@ -1,10 +1,12 @@
-"""The planner's inputs and output. Backends translate what they observe into these and apply a Plan.
+"""The planner's inputs and output. Backends turn what they observe into these and apply a Plan.
 
-The planner is a pure function: `plan(job, observed, now, options) -> Plan`. It never does I/O.
+The planner is a pure function: `plan(job, kind, observed, now, addressing, options) -> Plan`.
+It never does I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +76,28 @@ class Plan:
     requeue_after: float | None = None  # seconds until the planner must look again
     delete_job: bool = False  # TTL after finish has expired
     restarts: int = 0  # replicas restarted this round (metrics)
-    metrics: list[str] = field(default_factory=list)  # "created" | "successful" | "failed" | ...
+    metrics: list[str] = field(default_factory=list)  # see METRICS
+    # Annotations to merge onto the job's metadata (a patch), applied before the status write.
+    # Used for the durable restart count (RESTARTS_ANNOTATION) that backoffLimit needs.
+    job_annotations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to apply and no need to look again."""
+        return self == Plan()
+
+
+# Plan.metrics entries and the upstream counters they stand for (labels job_namespace, framework).
+METRICS = {
+    "created": "training_operator_jobs_created_total",
+    "deleted": "training_operator_jobs_deleted_total",
+    "successful": "training_operator_jobs_successful_total",
+    "failed": "training_operator_jobs_failed_total",
+    "restarted": "training_operator_jobs_restarted_total",
+}
+
+# Operator-driven re-creations of failed pods so far; backoffLimit counts them (upstream #2045).
+RESTARTS_ANNOTATION = "trainop.kubeflow.org/restarts"
 
 
 @dataclass(frozen=True)
@@ -82,4 +105,9 @@ class PlanOptions:
     """Backend-wide settings that change what is planned."""
 
     gang_scheduler_name: str = ""  # "" off, "volcano", or a scheduler-plugins name
-    cluster_domain: str = ""  # CUSTOM_CLUSTER_DOMAIN for TF_CONFIG hosts
+    # CUSTOM_CLUSTER_DOMAIN for TF_CONFIG hosts. Informational: the planner asks the Addressing
+    # for hosts, so pass it to KubernetesAddressing(job, kind, cluster_domain) too.
+    cluster_domain: str = ""
+    # Settings for kind hooks, keyed "<framework>.<option>", e.g.
+    # {"pytorch.init_container_image": "alpine:3.10", "pytorch.init_container_max_tries": 100}.
+    kind_options: Mapping[str, object] = field(default_factory=dict)

@@ -1,0 +1,101 @@
+"""Each kind's status rule (reference §2), as a pure function of the replica counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import JobBuilder, make_job
+from tests.core._kind_builders import REGISTRY, defaulted, kind_of
+from trainop_core.api.load import load_job
+from trainop_core.api.types import ConditionStatus, ConditionType, JobCondition, JobStatus
+from trainop_core.api.types import RestartPolicy as RP
+from trainop_core.kinds.base import ReplicaCounts as RC
+
+
+def verdict(b: JobBuilder, counts: dict[str, RC], worker0: bool = False) -> str:
+    job = defaulted(load_job(b.build(), registry=REGISTRY))
+    return kind_of(job.kind).status(job, counts, worker0).state
+
+
+CASES = [
+    # TensorFlow
+    (make_job("TFJob").chief().workers(2),
+     {"Chief": RC(1, succeeded=1), "Worker": RC(2, active=2)}, False, "Succeeded",
+     "TF with a chief succeeds when the chief succeeds"),
+    (make_job("TFJob").chief().workers(2), {"Chief": RC(1, active=1), "Worker": RC(2)}, False,
+     "Running", "TF with a chief runs while the chief runs"),
+    (make_job("TFJob").workers(3), {"Worker": RC(3, active=2, succeeded=1)}, True,
+     "Succeeded", "TF without chief succeeds when worker 0 exits cleanly"),
+    (make_job("TFJob").workers(3).spec(successPolicy="AllWorkers"),
+     {"Worker": RC(3, active=2, succeeded=1)}, True,
+     "Running", "TF AllWorkers keeps running after worker 0"),
+    (make_job("TFJob").workers(2).spec(successPolicy="AllWorkers"),
+     {"Worker": RC(2, succeeded=2)}, False, "Succeeded", "TF AllWorkers succeeds with all workers"),
+    (make_job("TFJob").ps().workers(2),
+     {"PS": RC(1, active=1), "Worker": RC(2, active=1, failed=1)}, False, "Failed",
+     "TF fails when a worker fails"),
+    (make_job("TFJob").ps().workers(2).spec(enableDynamicWorker=True),
+     {"PS": RC(1, active=1), "Worker": RC(2, active=1, failed=1)}, False,
+     "Running", "TF with dynamic workers ignores a failed worker"),
+    (make_job("TFJob").chief().evaluator(),
+     {"Chief": RC(1, active=1), "Evaluator": RC(1, failed=1)}, False, "Failed",
+     "TF fails when the evaluator fails"),
+    # PyTorch
+    (make_job("PyTorchJob").master().workers(2),
+     {"Master": RC(1, succeeded=1), "Worker": RC(2, active=2)}, False,
+     "Succeeded", "PyTorch succeeds when the master succeeds"),
+    (make_job("PyTorchJob").workers(2), {"Worker": RC(2, active=1, succeeded=1)}, False,
+     "Running", "PyTorch worker-only waits for every worker"),
+    (make_job("PyTorchJob").workers(2).spec(elasticPolicy={}),
+     {"Worker": RC(2, active=1, succeeded=1)}, False,
+     "Succeeded", "elastic PyTorch succeeds with the first finished worker"),
+    (make_job("PyTorchJob").master().workers(2),
+     {"Master": RC(1, active=1), "Worker": RC(2, active=1, failed=1, restart_policy=RP.ON_FAILURE)},
+     False, "Restarting", "PyTorch restarts failed OnFailure workers"),
+    (make_job("PyTorchJob").master().workers(2),
+     {"Master": RC(1, active=1), "Worker": RC(2, active=1, failed=1, restart_policy=RP.NEVER)},
+     False, "Failed", "PyTorch fails failed Never workers"),
+    # MXNet
+    (make_job("MXJob").scheduler().servers().workers(2),
+     {"Scheduler": RC(1, succeeded=1), "Server": RC(1, active=1), "Worker": RC(2)}, False,
+     "Succeeded", "MXNet succeeds when the scheduler succeeds"),
+    (make_job("MXJob").workers(1), {"Worker": RC(1, succeeded=1)}, False,
+     "Succeeded", "a single-worker MXNet job succeeds with its worker"),
+    (make_job("MXJob").scheduler().workers(2),
+     {"Scheduler": RC(1, active=1), "Worker": RC(2, failed=1, restart_policy=RP.EXIT_CODE)},
+     False, "Restarting", "MXNet restarts only ExitCode failures"),
+    (make_job("MXJob").scheduler().workers(2),
+     {"Scheduler": RC(1, active=1), "Worker": RC(2, failed=1, restart_policy=RP.ON_FAILURE)},
+     False, "Failed", "MXNet fails any other failure"),
+    # XGBoost
+    (make_job("XGBoostJob").master().workers(2),
+     {"Master": RC(1, succeeded=1), "Worker": RC(2, active=2)}, False,
+     "Succeeded", "XGBoost succeeds when the master succeeds"),
+    (make_job("XGBoostJob").master().workers(2),
+     {"Master": RC(1, active=1), "Worker": RC(2, failed=1, restart_policy=RP.EXIT_CODE)}, False,
+     "Restarting", "XGBoost restarts ExitCode failures"),
+    (make_job("XGBoostJob").master().workers(2),
+     {"Master": RC(1), "Worker": RC(2, failed=1, restart_policy=RP.ON_FAILURE)}, False,
+     "Failed", "XGBoost fails any other failure"),
+    (make_job("XGBoostJob").master().workers(2), {"Master": RC(1), "Worker": RC(2, active=2)},
+     False, "", "XGBoost says nothing while the master is pending"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("b", "counts", "worker0", "expected"),
+    [c[:4] for c in CASES],
+    ids=[c[4] for c in CASES],
+)
+def test_kind_status_rule(
+    b: JobBuilder, counts: dict[str, RC], worker0: bool, expected: str
+) -> None:
+    assert verdict(b, counts, worker0) == expected
+
+
+def test_tf_stays_restarting_while_a_restart_is_under_way() -> None:
+    job = defaulted(make_job("TFJob", "t").ps().workers(2).job())
+    restarting = JobCondition(type=ConditionType.RESTARTING, status=ConditionStatus.TRUE)
+    job.status = JobStatus(conditions=[restarting])
+    counts = {"PS": RC(1, active=1), "Worker": RC(2, active=1, failed=1)}
+    assert kind_of("TFJob").status(job, counts, False).state == "Restarting"

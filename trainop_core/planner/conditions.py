@@ -1,0 +1,79 @@
+"""The job-condition algorithm every kind shares (upstream's `setCondition`), on a JobStatus.
+
+- A job that has Failed=True never changes its conditions again (terminal, sticky).
+- Same type, status and reason: nothing changes (timestamps untouched).
+- Same type and status, new reason: replaced, keeping the old lastTransitionTime.
+- The new condition is appended last, so `conditions[-1]` is the newest (the `State` column).
+- Running and Restarting exclude each other (the other is removed, not set to False).
+- Succeeded or Failed turn an existing Running into Running=False.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from trainop_core.api.types import ConditionStatus, ConditionType, JobCondition, JobStatus
+
+TRUE = ConditionStatus.TRUE
+FALSE = ConditionStatus.FALSE
+_EXCLUSIVE = {
+    ConditionType.RUNNING: ConditionType.RESTARTING,
+    ConditionType.RESTARTING: ConditionType.RUNNING,
+}
+_ENDINGS = (ConditionType.SUCCEEDED, ConditionType.FAILED)
+
+
+def find(status: JobStatus, ctype: ConditionType) -> JobCondition | None:
+    return next((c for c in status.conditions if c.type == ctype), None)
+
+
+def is_true(status: JobStatus, ctype: ConditionType) -> bool:
+    found = find(status, ctype)
+    return found is not None and found.status == TRUE
+
+
+def is_finished(status: JobStatus) -> bool:
+    return is_true(status, ConditionType.SUCCEEDED) or is_true(status, ConditionType.FAILED)
+
+
+def set_condition(
+    status: JobStatus,
+    ctype: ConditionType,
+    cstatus: ConditionStatus,
+    reason: str,
+    message: str,
+    now: datetime,
+) -> bool:
+    """Record a condition per the rules above; returns whether anything changed."""
+    if is_true(status, ConditionType.FAILED):
+        return False
+    current = find(status, ctype)
+    if current is not None and current.status == cstatus and current.reason == reason:
+        return False
+    kept_transition = current is not None and current.status == cstatus
+    condition = JobCondition(
+        type=ctype,
+        status=cstatus,
+        reason=reason,
+        message=message,
+        last_update_time=now,
+        last_transition_time=current.last_transition_time if kept_transition and current else now,
+    )
+    status.conditions = [*_others(status.conditions, ctype, now), condition]
+    return True
+
+
+def _others(
+    conditions: list[JobCondition], ctype: ConditionType, now: datetime
+) -> list[JobCondition]:
+    kept = []
+    for c in conditions:
+        if c.type == ctype or c.type == _EXCLUSIVE.get(ctype):
+            continue
+        if ctype in _ENDINGS and c.type == ConditionType.RUNNING and c.status == TRUE:
+            # A status flip is a transition; upstream leaves the old times, we record it.
+            c = c.model_copy(
+                update={"status": FALSE, "last_update_time": now, "last_transition_time": now}
+            )
+        kept.append(c)
+    return kept

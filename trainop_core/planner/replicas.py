@@ -1,0 +1,128 @@
+"""Per replica type: create missing pods and services, scale down, restart or fail failed pods.
+
+Upstream's ReconcilePods/ReconcileServices, as pure decisions over the observed pods.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from trainop_core.api.types import ConditionType, ReplicaStatus, RestartPolicy
+from trainop_core.kinds.base import ReplicaCounts
+from trainop_core.planner.context import NORMAL, WARNING, Round
+from trainop_core.planner.pods import build_pod, build_service, replica_selector
+from trainop_core.planner.types import ObservedPod
+
+# No terminated default container (e.g. an evicted pod): upstream's marker, counted as retryable.
+NO_EXIT_CODE = 0xBEEF
+RESTARTABLE = (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
+
+
+def is_retryable(code: int | None) -> bool:
+    """Exit codes 1-127 are the program's verdict; 128+ means a signal or the node killed it."""
+    return (NO_EXIT_CODE if code is None else code) >= 128
+
+
+def needs_restart(pod: ObservedPod, policy: RestartPolicy) -> bool:
+    """A failed pod the operator re-creates (delete now, create again on a later round)."""
+    if pod.phase != "Failed" or pod.deleting:
+        return False
+    if policy in RESTARTABLE:
+        return True
+    return policy == RestartPolicy.EXIT_CODE and is_retryable(pod.exit_code)
+
+
+def pods_by_type(r: Round) -> dict[str, list[ObservedPod]]:
+    grouped: dict[str, list[ObservedPod]] = defaultdict(list)
+    for pod in r.observed.pods:
+        grouped[pod.replica_type].append(pod)
+    return grouped
+
+
+def reconcile_replicas(r: Round) -> dict[str, ReplicaCounts]:
+    """Plan every replica type's pods and services; returns what the kind's status rule reads."""
+    pods = pods_by_type(r)
+    services = {(s.replica_type, s.index) for s in r.observed.services}
+    counts = {}
+    for rtype, desired in r.replicas.items():
+        current = [p for p in pods.get(rtype, []) if p.index < desired]
+        _create_missing_pods(r, rtype, desired, current)
+        _scale_down(r, [p for p in pods.get(rtype, []) if p.index >= desired])
+        _handle_failed_pods(r, rtype, current)
+        _reconcile_services(r, rtype, desired, services)
+        counts[rtype] = _count(r, rtype, desired, current)
+    return counts
+
+
+def _create_missing_pods(r: Round, rtype: str, desired: int, current: list[ObservedPod]) -> None:
+    present = {p.index for p in current}
+    for index in range(desired):
+        if index not in present:
+            r.plan.create_pods.append(build_pod(r, rtype, index))
+
+
+def _scale_down(r: Round, extra: Iterable[ObservedPod]) -> None:
+    for pod in extra:
+        if not pod.deleting:
+            r.delete_pod(pod.name)
+
+
+def _reconcile_services(r: Round, rtype: str, desired: int, seen: set[tuple[str, int]]) -> None:
+    for index in range(desired):
+        if (rtype, index) not in seen:
+            r.plan.create_services.append(build_service(r, rtype, index))
+    for svc in r.observed.services:
+        if svc.replica_type == rtype and svc.index >= desired:
+            r.delete_service(svc.name)
+
+
+def _handle_failed_pods(r: Round, rtype: str, current: list[ObservedPod]) -> None:
+    policy = r.restart_policy(rtype)
+    for pod in current:
+        if pod.exit_code is not None and pod.phase in ("Succeeded", "Failed") and not pod.deleting:
+            message = f"Pod: {r.job.namespace}.{pod.name} exited with code {pod.exit_code}"
+            r.event(NORMAL, "ExitedWithCode", message)
+        if needs_restart(pod, policy):
+            _restart(r, rtype, pod)
+        elif pod.phase == "Failed" and policy == RestartPolicy.EXIT_CODE and not pod.deleting:
+            message = f'job "{r.job.name}" is failing because "{rtype}" replica(s) failed.'
+            r.event(WARNING, r.reason("Failed"), message)
+            r.condition(ConditionType.FAILED, "Failed", message)
+
+
+def _restart(r: Round, rtype: str, pod: ObservedPod) -> None:
+    message = f"job {r.job.name} is restarting because {rtype} replica(s) failed."
+    r.delete_pod(pod.name)
+    r.plan.restarts += 1
+    r.event(WARNING, r.reason("Restarting"), message)
+    r.condition(ConditionType.RESTARTING, "Restarting", message)
+
+
+def _count(r: Round, rtype: str, desired: int, current: list[ObservedPod]) -> ReplicaCounts:
+    active = succeeded = failed = 0
+    for pod in current:
+        if pod.phase == "Running":
+            # A Running pod being deleted is on a lost node or leaving: count it as failed.
+            failed += pod.deleting
+            active += not pod.deleting
+        elif pod.phase == "Succeeded":
+            succeeded += 1
+        elif pod.phase == "Failed":
+            failed += 1
+    selector = replica_selector(r, rtype) if rtype == r.kind.scale_replica_type else None
+    r.status.replica_statuses[rtype] = ReplicaStatus(
+        active=active or None, succeeded=succeeded or None, failed=failed or None, selector=selector
+    )
+    return ReplicaCounts(desired, active, succeeded, failed, r.restart_policy(rtype))
+
+
+def worker0_succeeded(r: Round) -> bool:
+    """TF's default success policy: worker 0 (the implicit chief) exited cleanly."""
+    return any(
+        p.replica_type == "Worker"
+        and p.index == 0
+        and p.phase == "Succeeded"
+        and p.exit_code in (0, None)
+        for p in r.observed.pods
+    )
