@@ -6,8 +6,10 @@ Works under any launcher that sets the standard env:// variables
 ``torchrun --standalone --nproc-per-node 4 examples/pytorch/allreduce_bench.py``.
 
 Rank 0 prints one machine-readable summary line:
-  allreduce_bench world_size=4 numel=1048576 iters=10 init_s=... mean_ms=... min_ms=... total_s=... check=OK
+  allreduce_bench launcher=env world_size=4 numel=1048576 iters=10 import_s=... init_s=...
+  mean_ms=... min_ms=... total_s=... check=OK   (all on one line)
 """
+
 import argparse
 import os
 import time
@@ -20,7 +22,9 @@ import torch.distributed as dist  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--numel", type=int, default=1 << 20, help="floats per all-reduce (default 1M = 4 MiB)")
+    p.add_argument(
+        "--numel", type=int, default=1 << 20, help="floats per all-reduce (default 1M = 4 MiB)"
+    )
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     args = p.parse_args()
@@ -51,10 +55,13 @@ def main():
     mean_t = torch.tensor([sum(times) / len(times)])
     dist.all_reduce(mean_t, op=dist.ReduceOp.MAX)
     if rank == 0:
-        print(f"allreduce_bench launcher={launcher} world_size={world} numel={args.numel} iters={args.iters} "
-              f"import_s={t_init - T_START:.2f} init_s={init_s:.2f} mean_ms={mean_t.item() * 1e3:.2f} "
-              f"min_ms={min(times) * 1e3:.2f} total_s={time.time() - T_START:.2f} check={'OK' if ok else 'FAIL'}",
-              flush=True)
+        print(
+            f"allreduce_bench launcher={launcher} world_size={world} numel={args.numel} "
+            f"iters={args.iters} import_s={t_init - T_START:.2f} init_s={init_s:.2f} "
+            f"mean_ms={mean_t.item() * 1e3:.2f} min_ms={min(times) * 1e3:.2f} "
+            f"total_s={time.time() - T_START:.2f} check={'OK' if ok else 'FAIL'}",
+            flush=True,
+        )
     dist.destroy_process_group()
     if not ok:
         raise SystemExit(1)
