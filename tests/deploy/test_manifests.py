@@ -1,0 +1,132 @@
+"""`kubectl kustomize` of operator/base and both overlays: valid Kubernetes objects, as intended."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from deploy_manifests import Manifest, find, kustomize
+
+from trainop_core.kinds.table import build_registry
+
+# The oldest Kubernetes release still supported upstream when v1.9 shipped, and the newest schema.
+VERSIONS = ("1.27", kubernetes_validate.latest_version())
+NAMESPACED_KINDS = ("ServiceAccount", "Deployment", "Service", "Role", "RoleBinding")
+
+
+def container(manifests: tuple[Manifest, ...]) -> dict[str, Any]:
+    deployment = find(manifests, "Deployment", "training-operator")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return dict(containers[0])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_manifest_validates_strictly_against_the_kubernetes_schemas(
+    built: tuple[str, tuple[Manifest, ...]], version: str
+) -> None:
+    path, manifests = built
+    for manifest in manifests:
+        try:
+            kubernetes_validate.validate(manifest, version, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            where = ".".join(str(p) for p in err.path)
+            pytest.fail(f"{path}: {manifest['kind']} {manifest['metadata']['name']}: {where}: "
+                        f"{err.message}")  # fmt: skip
+
+
+def test_strict_validation_rejects_an_unknown_field() -> None:
+    """The check above is real: a misspelt Deployment field fails it."""
+    deployment = copy.deepcopy(find(kustomize("base"), "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["securityContex"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, VERSIONS[-1], strict=True)
+
+
+def test_the_base_holds_one_crd_per_kind_and_the_operator_objects() -> None:
+    manifests = kustomize("base")
+    crds = sorted(
+        m["metadata"]["name"] for m in manifests if m["kind"] == "CustomResourceDefinition"
+    )
+    plurals = sorted(f"{k.plural}.kubeflow.org" for k in build_registry(entry_points=False).kinds)
+    assert crds == plurals
+    others = sorted((m["kind"], m["metadata"]["name"]) for m in manifests
+                    if m["kind"] != "CustomResourceDefinition")  # fmt: skip
+    assert others == sorted(
+        (kind, "training-operator")
+        for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service")
+    )
+
+
+def test_the_deployment_runs_one_leader_elected_replica_with_probes_and_limits() -> None:
+    manifests = kustomize("base")
+    deployment = find(manifests, "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "training-operator"
+    main = container(manifests)
+    assert "--leader-elect" in main["args"]
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    assert ports == {"metrics": 8080, "probes": 8081}
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+    for bound in ("requests", "limits"):
+        assert set(main["resources"][bound]) == {"cpu", "memory"}
+
+
+def test_the_operator_runs_as_uid_65532_unprivileged_read_only() -> None:
+    manifests = kustomize("base")
+    pod = find(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    security = container(manifests)["securityContext"]
+    assert security["runAsNonRoot"] is True
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_the_metrics_service_targets_8080_and_asks_prometheus_to_scrape() -> None:
+    manifests = kustomize("base")
+    service = find(manifests, "Service")
+    annotations = service["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == "8080"
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(8080, "metrics")]
+    pod_labels = find(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_the_standalone_overlay_puts_everything_in_kubeflow() -> None:
+    manifests = kustomize("overlays/standalone")
+    assert find(manifests, "Namespace", "kubeflow")
+    for manifest in manifests:
+        if manifest["kind"] in NAMESPACED_KINDS:
+            assert manifest["metadata"]["namespace"] == "kubeflow", manifest["kind"]
+    binding = find(manifests, "ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "training-operator", "namespace": "kubeflow"}
+    ]
+
+
+def test_the_namespaced_overlay_grants_a_role_in_its_namespace_and_watches_only_it() -> None:
+    manifests = kustomize("overlays/namespaced")
+    kinds = {m["kind"] for m in manifests}
+    assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+    role = find(manifests, "Role")
+    binding = find(manifests, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "kubeflow"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "training-operator",
+    }
+    assert role["rules"] == find(kustomize("base"), "ClusterRole")["rules"]
+    main = container(manifests)
+    assert "--namespace=$(POD_NAMESPACE)" in main["args"]
+    env = {e["name"]: e for e in main["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    # CRDs cannot be namespaced: installing still needs cluster-admin (see the kustomization).
+    assert any(m["kind"] == "CustomResourceDefinition" for m in manifests)

@@ -1,0 +1,111 @@
+"""Replica logs, each line tagged with its replica (`worker-1`), read through the pods' `log`.
+
+Following streams every started pod at once (one thread per pod, all feeding one queue); the
+API server ends a `follow=true` stream when the container terminates. New pods (restarts, late
+starters) are picked up until the job has finished and every stream has ended.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Generator, Iterator
+
+from trainop_core.api.job import TrainingJob
+from trainop_core.backends.base import LogLine
+from trainop_core.backends.kubernetes.jobs import JobStore
+from trainop_core.backends.kubernetes.pods import Pods, ReplicaPod
+from trainop_core.backends.kubernetes.wait import is_finished
+from trainop_core.errors import NotFoundError
+from trainop_core.kinds.base import Kind
+
+POLL_SECONDS = 0.5
+_Item = LogLine | BaseException | None  # a line, a pump's failure, or "this pump is done"
+
+
+def replica_tags(job: TrainingJob) -> list[str]:
+    """Every replica the spec asks for, `<lowercase type>-<index>`."""
+    return [
+        f"{rtype.lower()}-{index}"
+        for rtype, spec in job.spec.replica_specs.items()
+        for index in range(1 if spec.replicas is None else spec.replicas)
+    ]
+
+
+def check_replica(job: TrainingJob, replica: str | None) -> None:
+    if replica is not None and replica.lower() not in replica_tags(job):
+        known = ", ".join(replica_tags(job))
+        raise NotFoundError(f"job {job.key} has no replica {replica!r} (replicas: {known})")
+
+
+def _selected(pods: list[ReplicaPod], replica: str | None) -> list[ReplicaPod]:
+    return [p for p in pods if replica is None or p.tag == replica.lower()]
+
+
+def read_logs(pods: Pods, kind: Kind, job: TrainingJob, replica: str | None) -> Iterator[LogLine]:
+    """What the job's started pods have written so far, one replica after the other."""
+    check_replica(job, replica)
+    for pod in _selected(pods.of_job(kind, job.namespace, job.name), replica):
+        if not pod.started:
+            continue
+        try:
+            lines = pods.read_log(job.namespace, pod)
+        except NotFoundError:  # deleted since listed
+            continue
+        for text in lines:
+            yield LogLine(pod.tag, text)
+
+
+def follow_logs(
+    jobs: JobStore, pods: Pods, kind: Kind, job: TrainingJob, replica: str | None
+) -> Iterator[LogLine]:
+    """Lines from every selected replica as they are written, until the job has finished and
+    every stream has ended. NotFoundError if the job is deleted meanwhile."""
+    check_replica(job, replica)
+    lines: queue.Queue[_Item] = queue.Queue()
+    seen: set[str] = set()  # pod uids already streamed (a restarted pod has a new uid)
+    pumping = 0
+    while True:
+        finished = is_finished(jobs.get(kind, job.namespace, job.name))
+        for pod in _selected(pods.of_job(kind, job.namespace, job.name), replica):
+            if pod.started and pod.uid not in seen:
+                seen.add(pod.uid)
+                pumping += 1
+                _start_pump(pods, job.namespace, pod, lines)
+        if finished and not pumping:
+            return
+        pumping -= yield from _drain(lines, POLL_SECONDS)
+
+
+def _drain(lines: queue.Queue[_Item], seconds: float) -> Generator[LogLine, None, int]:
+    """Yield what the pumps queue for `seconds`; return how many pumps finished meanwhile."""
+    done = 0
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            item = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if item is None:
+            done += 1
+        elif isinstance(item, BaseException):
+            raise item
+        else:
+            yield item
+    return done
+
+
+def _start_pump(pods: Pods, namespace: str, pod: ReplicaPod, out: queue.Queue[_Item]) -> None:
+    def pump() -> None:
+        try:
+            for text in pods.stream_log(namespace, pod):
+                out.put(LogLine(pod.tag, text))
+        except NotFoundError:  # the pod went away: nothing more to read from it
+            pass
+        except BaseException as exc:  # re-raised in the consuming thread
+            out.put(exc)
+        finally:
+            out.put(None)
+
+    threading.Thread(target=pump, daemon=True, name=f"logs-{pod.pod}").start()
