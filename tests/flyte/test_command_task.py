@@ -1,0 +1,128 @@
+"""`TrainingJobCommandTask`: a job whose replicas run a command is one workflow step; its outputs
+are the final state and the metrics the primary (or a named) replica printed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import make_job
+from flytekit import workflow
+from trainop_flyte import TrainingJobCommandTask, TrainingJobFailed
+
+from trainop_core.errors import InvalidJobError
+
+MXNET = Path(__file__).resolve().parents[2] / "examples" / "mxnet"
+
+PRINT_METRICS = "import os; print('accuracy=0.75 loss={{.inputs.loss}} rank=' + os.environ['RANK'])"
+
+
+def metrics_job(code: str = PRINT_METRICS) -> dict[str, Any]:
+    command = ["python", "-c", code]
+    return (
+        make_job("XGBoostJob", "metrics")
+        .master(command=command)
+        .workers(1, command=command)
+        .build()
+    )
+
+
+def metrics_task(name: str, code: str = PRINT_METRICS) -> TrainingJobCommandTask:
+    return TrainingJobCommandTask(
+        name=name,
+        job=metrics_job(code),
+        inputs={"loss": float},
+        outputs={"state": str, "accuracy": float, "metrics": dict[str, float]},
+    )
+
+
+def test_outputs_are_the_final_state_and_the_primary_replicas_metrics() -> None:
+    task = metrics_task("print_metrics")
+
+    state, accuracy, metrics = task(loss=0.25)
+
+    assert state == "Succeeded"
+    assert accuracy == 0.75
+    assert metrics == {"accuracy": 0.75, "loss": 0.25, "rank": 0.0}  # the master is rank 0
+
+
+def test_a_command_task_is_a_workflow_step() -> None:
+    task = metrics_task("print_metrics_in_wf")
+
+    @workflow
+    def wf(loss: float = 0.5) -> float:
+        _state, accuracy, _metrics = task(loss=loss)
+        return accuracy
+
+    assert wf(loss=0.1) == 0.75
+
+
+def test_a_declared_metric_that_was_never_printed_fails_the_task() -> None:
+    task = TrainingJobCommandTask(
+        name="no_such_metric",
+        job=metrics_job("print('accuracy=1')"),
+        outputs={"f1": float},
+    )
+    with pytest.raises(TrainingJobFailed, match="metric 'f1' was not reported"):
+        task()
+
+
+def test_a_failing_command_fails_the_task_with_its_log() -> None:
+    task = TrainingJobCommandTask(
+        name="crash",
+        job=metrics_job("raise SystemExit('disk full')"),
+        outputs={"state": str},
+    )
+    with pytest.raises(TrainingJobFailed, match="disk full"):
+        task()
+
+
+def test_an_invalid_job_is_refused_when_the_task_is_defined() -> None:
+    bad = make_job("TFJob", "bad").workers(-1).build()
+    with pytest.raises(InvalidJobError, match=r"spec\.tfReplicaSpecs\.Worker\.replicas"):
+        TrainingJobCommandTask(name="bad", job=bad)
+
+
+def test_outputs_must_have_the_type_of_their_role() -> None:
+    with pytest.raises(TypeError, match="'state'"):
+        TrainingJobCommandTask(name="typed", job=metrics_job(), outputs={"state": int})
+
+
+def mxnet_venv_or_skip() -> None:
+    check = [str(MXNET / ".venv" / "bin" / "python"), "-c", "import mxnet"]
+    if Path(check[0]).exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return
+    built = subprocess.run(
+        ["bash", str(MXNET / "setup_venv.sh")], capture_output=True, text=True, timeout=900
+    )
+    if built.returncode != 0:
+        pytest.skip(f"the MXNet venv cannot be built: {built.stderr.strip()[-300:]}")
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_the_mxnet_parameter_server_example_runs_as_a_workflow_step() -> None:
+    if not (MXNET / "ps.yaml").exists():
+        pytest.skip("examples/mxnet/ps.yaml is not there")
+    mxnet_venv_or_skip()
+    job = yaml.safe_load((MXNET / "ps.yaml").read_text())
+    job["spec"]["mxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"] = [
+        "--epochs",
+        "{{.inputs.epochs}}",
+    ]
+    task = TrainingJobCommandTask(
+        name="mxnet_ps",
+        job=job,
+        workdir=MXNET,
+        inputs={"epochs": int},
+        outputs={"state": str, "accuracy": float},
+        metrics_replica="any",  # kvstore rank 0 prints them: some worker, not the core's server-0
+    )
+
+    state, accuracy = task(epochs=2)
+
+    assert state == "Succeeded"
+    assert 0.5 < accuracy <= 1.0

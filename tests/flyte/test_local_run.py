@@ -1,0 +1,84 @@
+"""Local execution is real: every replica is its own process on the trainop local backend.
+
+Plain calls and workflows run the job; the task's output is the primary replica's, and a failing
+replica fails the task with the job's reason and that replica's log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import flyte_tasks
+import pytest
+from trainop_flyte import TrainingJobFailed
+
+
+def test_plain_call_returns_the_master_replicas_output_from_another_process() -> None:
+    report = flyte_tasks.pytorch_env(tag="plain")
+
+    assert report["tag"] == "plain"
+    assert report["TRAINOP_REPLICA_TYPE"] == "Master"
+    assert report["RANK"] == "0"
+    assert report["WORLD_SIZE"] == "2"
+    assert report["MASTER_ADDR"] and report["MASTER_PORT"].isdigit()
+    assert int(report["pid"]) != os.getpid()
+
+
+def test_workflow_runs_the_job_and_passes_inputs_through() -> None:
+    report = flyte_tasks.pytorch_env_wf(tag="from-a-workflow")
+
+    assert report["tag"] == "from-a-workflow"
+    assert report["RANK"] == "0"
+
+
+def test_a_failing_replica_fails_the_task_with_the_jobs_reason_and_its_log() -> None:
+    with pytest.raises(TrainingJobFailed) as failure:
+        flyte_tasks.worker_fails()
+
+    message = str(failure.value)
+    assert "PyTorchJob" in message and "failed" in message
+    assert "last lines of worker-1" in message
+    assert "worker two exploded" in message
+
+
+def test_each_tensorflow_replica_sees_its_own_tf_config() -> None:
+    config = json.loads(flyte_tasks.tf_config())
+
+    assert config["task"] == {"type": "chief", "index": 0}
+    assert sorted(config["cluster"]) == ["chief", "worker"]
+    assert len(config["cluster"]["worker"]) == 1
+
+
+@pytest.mark.slow
+def test_pytorch_gloo_all_reduce_sums_the_ranks_of_master_and_two_workers() -> None:
+    assert flyte_tasks.rank_sum(offset=0) == 0 + 1 + 2
+    assert flyte_tasks.rank_sum_wf(offset=100) == 103
+
+
+@pytest.mark.slow
+def test_xgboost_trains_over_the_collective_of_master_and_workers() -> None:
+    result = flyte_tasks.xgb_train(rounds=5)
+
+    assert result["world_size"] == 3
+    assert result["rows"] == 600
+    assert result["accuracy"] > 0.8
+
+
+@pytest.mark.slow
+def test_tensorflow_multi_worker_mirrored_strategy_syncs_chief_and_worker() -> None:
+    # num_replicas_in_sync * 100 + the cross-replica sum of 1.0 per replica
+    assert flyte_tasks.tf_mwms() == 2 * 100 + 2
+
+
+@pytest.mark.slow
+def test_a_compat_mode_task_runs_locally_like_a_native_one() -> None:
+    # serialised as Flyte's own `pytorch` type with a pod template; locally still a trainop job
+    assert flyte_tasks.rank_sum_compat(offset=7) == 7
+
+
+def test_worker_zero_is_the_primary_when_there_is_no_chief() -> None:
+    # only the replica-index label (through the downward API) tells worker 0 from worker 1
+    config = json.loads(flyte_tasks.tf_worker_zero())
+
+    assert config["task"] == {"type": "worker", "index": 0}
