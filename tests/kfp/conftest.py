@@ -1,0 +1,51 @@
+"""KFP tests: kfp must be installed. Jobs run on the real local backend in a private TRAINOP_HOME;
+every process a test starts (kfp.local's executor, supervisors, replicas) carries a tag in its
+environment, so a test can prove none is left. kfp.local runs components in subprocesses of this
+interpreter, so `trainop_core` and `trainop_kfp` are put on PYTHONPATH for them."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kfp_support import TAG
+
+pytest.importorskip("kfp")
+
+REPO = Path(__file__).resolve().parents[2]
+KFP_SRC = REPO / "integrations" / "kfp"
+
+for _path in (REPO, KFP_SRC):  # an editable install makes this a no-op
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+
+@pytest.fixture(autouse=True)
+def trainop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Jobs of these tests never mix with anyone else's (~/.trainop is shared)."""
+    home = tmp_path / "trainop-home"
+    monkeypatch.setenv("TRAINOP_HOME", str(home))
+    parts = [str(REPO), str(KFP_SRC), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(parts))
+    return home
+
+
+@pytest.fixture
+def tag(monkeypatch: pytest.MonkeyPatch) -> str:
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TAG, value)
+    return value
+
+
+@pytest.fixture
+def kfp_local(tmp_path: Path) -> Iterator[Path]:
+    """kfp.local with the subprocess runner in this interpreter; yields the pipeline root."""
+    from kfp import local
+
+    root = tmp_path / "kfp-outputs"
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root))
+    yield root
