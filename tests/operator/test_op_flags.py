@@ -1,0 +1,103 @@
+"""Flags: upstream's names and defaults, --enable-scheme checking, and cheap imports."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+from opkit import ROOT
+
+from trainop_core.kinds.table import build_registry
+from trainop_core.operator import add_flags, options_from_args
+from trainop_core.operator.options import DEFAULT_LEADER_ELECTION_ID, Options
+from trainop_core.operator.run import main
+
+
+def parse(*argv: str) -> Options:
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    return options_from_args(parser.parse_args(argv))
+
+
+def test_defaults_are_upstreams(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
+    opts = parse()
+    assert (opts.enable_schemes, opts.namespace, opts.gang_scheduler_name) == ((), "", "")
+    assert (opts.controller_threads, opts.kube_api_qps, opts.kube_api_burst) == (1, 20.0, 30)
+    assert (opts.metrics_bind_address, opts.health_probe_bind_address) == (":8080", ":8081")
+    assert (opts.leader_elect, opts.leader_election_id) == (False, DEFAULT_LEADER_ELECTION_ID)
+    assert (opts.lease.lease_duration, opts.lease.renew_deadline, opts.lease.retry_period) == (
+        15.0,
+        10.0,
+        2.0,
+    )
+
+
+def test_namespace_defaults_to_kubeflow_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBEFLOW_NAMESPACE", "kubeflow")
+    assert parse().namespace == "kubeflow"
+    assert parse("--namespace", "").namespace == ""
+
+
+def test_enable_scheme_is_repeatable_and_case_insensitive() -> None:
+    opts = parse(
+        "--enable-scheme", "pytorchjob", "--enable-scheme", "TFJOB", "--enable-scheme", "MXNetJob"
+    )
+    assert build_registry().select(opts.enable_schemes).names == ("TFJob", "PyTorchJob", "MXJob")
+
+
+def test_an_unknown_scheme_exits_2_listing_the_known_kinds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--enable-scheme", "MPIJob"]) == 2
+    err = capsys.readouterr().err
+    assert "MPIJob" in err and "PyTorchJob" in err and "XGBoostJob" in err
+
+
+def test_inconsistent_lease_timings_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--leader-election-renew-deadline", "20"]) == 2
+    assert "renew deadline" in capsys.readouterr().err
+
+
+def test_a_missing_kubeconfig_exits_1(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "--kubeconfig",
+                "/nonexistent/kubeconfig",
+                "--metrics-bind-address",
+                "0",
+                "--health-probe-bind-address",
+                "0",
+            ]
+        )
+        == 1
+    )
+    assert "cannot start" in capsys.readouterr().err
+
+
+def test_the_trainop_cli_registers_the_same_flags() -> None:
+    from trainop_core.cli import operator_cmd
+
+    parser = argparse.ArgumentParser()
+    operator_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["operator", "--enable-scheme", "tfjob", "--leader-elect"])
+    assert options_from_args(args).enable_schemes == ("tfjob",) and args.leader_elect
+    assert callable(args.func)
+
+
+def test_python_dash_m_runs_and_importing_the_package_does_not_import_kubernetes() -> None:
+    code = (
+        "import sys, trainop_core.operator, trainop_core.cli.operator_cmd; "
+        "assert 'kubernetes' not in sys.modules, 'kubernetes imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "trainop_core.operator", "--enable-scheme", "x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "known kinds" in done.stderr

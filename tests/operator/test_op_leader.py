@@ -1,0 +1,124 @@
+"""Leader election on a Lease: one reconciler at a time, takeover when the leader goes away."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from builders import minimal_job
+from opkit import Cluster, RunningOperator, operator_process, wait_for
+
+from trainop_core.operator.options import DEFAULT_LEADER_ELECTION_ID
+
+Start = Callable[..., RunningOperator]
+LEASE = {"leader_elect": True, "leader_election_namespace": "default"}
+
+
+def lease(cluster: Cluster) -> dict[str, Any]:
+    got: dict[str, Any] = cluster.api.call_api(
+        f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{DEFAULT_LEADER_ELECTION_ID}",
+        "GET",
+        response_type="object",
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+    )
+    return got
+
+
+def reconciles(op: RunningOperator) -> float:
+    total = op.manager.metrics.reconcile_total
+    return sum(
+        total.value(controller="pytorchjob-controller", result=r)
+        for r in ("success", "error", "requeue", "requeue_after")
+    )
+
+
+def test_only_the_leader_reconciles_and_a_standby_takes_over_when_it_is_cut_off(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    cluster.rule("*", run_seconds=0.2)
+    first = run_operator(**LEASE).wait_started()
+    second = run_operator(**LEASE)
+    wait_for(second.manager.caches_synced, what="standby caches warm")
+    cluster.create_job(minimal_job("PyTorchJob", "one").build())
+    cluster.wait_condition("PyTorchJob", "one", "Succeeded")
+    assert reconciles(first) > 0 and reconciles(second) == 0
+    assert not second.manager.workers_started
+    assert lease(cluster)["spec"]["holderIdentity"] == first.manager.identity
+    assert second.get("/readyz")[0] == 200  # a standby is ready, just not leading
+
+    first.manager.client.fence()  # the leader loses the API server: it cannot renew
+    wait_for(lambda: first.exit_code == 1, timeout=5, what="old leader exits with 1")
+    wait_for(lambda: second.manager.workers_started, timeout=8, what="standby takes over")
+    cluster.create_job(minimal_job("PyTorchJob", "two").build())
+    cluster.wait_condition("PyTorchJob", "two", "Succeeded")
+    assert reconciles(second) > 0
+    spec = lease(cluster)["spec"]
+    assert spec["holderIdentity"] == second.manager.identity
+    assert spec["leaseTransitions"] >= 1
+    assert sum(cluster.pod_adds.values()) == 4  # two jobs, two pods each, none twice
+
+
+def test_a_clean_shutdown_releases_the_lease_for_an_immediate_successor(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    first = run_operator(**LEASE, lease=_slow_lease()).wait_started()
+    second = run_operator(**LEASE, lease=_slow_lease())
+    wait_for(second.manager.caches_synced, what="standby caches warm")
+    started = time.monotonic()
+    assert first.stop() == 0
+    wait_for(lambda: second.manager.workers_started, timeout=5, what="successor leads")
+    assert time.monotonic() - started < 15  # well inside the 15 s lease: it was released
+    assert lease(cluster)["spec"]["holderIdentity"] == second.manager.identity
+
+
+def _slow_lease() -> Any:
+    from trainop_core.operator.options import LeaseTimings
+
+    return LeaseTimings(15.0, 10.0, 0.2)
+
+
+@pytest.mark.slow
+def test_sigkilled_leader_process_is_replaced_by_the_standby_process(cluster: Cluster) -> None:
+    flags = (
+        "--leader-elect",
+        "--leader-election-namespace",
+        "default",
+        "--leader-election-lease-duration",
+        "2",
+        "--leader-election-renew-deadline",
+        "1.5",
+        "--leader-election-retry-period",
+        "0.2",
+        "--enable-scheme",
+        "PyTorchJob",
+    )
+    cluster.rule("*", run_seconds=0.2)
+    first = operator_process(cluster, *flags)
+    wait_for(lambda: _holder(cluster), timeout=20, what="a leader")
+    second = operator_process(cluster, *flags)
+    try:
+        cluster.create_job(minimal_job("PyTorchJob", "before").build())
+        cluster.wait_condition("PyTorchJob", "before", "Succeeded", timeout=20)
+        holder = _holder(cluster)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        wait_for(lambda: _holder(cluster) not in ("", holder), timeout=20, what="new holder")
+        cluster.create_job(minimal_job("PyTorchJob", "after").build())
+        cluster.wait_condition("PyTorchJob", "after", "Succeeded", timeout=20)
+        assert max(cluster.pod_adds.values()) == 1
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(10)
+
+
+def _holder(cluster: Cluster) -> str:
+    try:
+        return str(lease(cluster)["spec"].get("holderIdentity") or "")
+    except Exception:  # not created yet
+        return ""

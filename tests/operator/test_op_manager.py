@@ -1,0 +1,139 @@
+"""The manager in-process: scheme and namespace scoping, shared watches, probes and metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from builders import minimal_job
+from opkit import Cluster, RunningOperator, wait_for
+
+Start = Callable[..., RunningOperator]
+
+
+def test_enable_scheme_pytorchjob_leaves_tfjobs_alone(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    run_operator(enable_schemes=("pytorchjob",)).wait_started()
+    cluster.rule("*", run_seconds=0.2)
+    cluster.create_job(minimal_job("TFJob", "tf").build())
+    cluster.create_job(minimal_job("PyTorchJob", "pt").build())
+    cluster.wait_condition("PyTorchJob", "pt", "Succeeded")
+    time.sleep(0.5)
+    assert cluster.pods("tf") == []
+    assert "status" not in cluster.get_job("TFJob", "tf")
+    watched = {res for verb, res in cluster.server.stats.requests if verb == "watch"}
+    assert watched == {"pytorchjobs", "pods", "services"}
+
+
+def test_one_watch_per_resource_type_is_shared_by_every_controller(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    run_operator(controller_threads=2).wait_started()
+    watches = {
+        res: n for (verb, res), n in cluster.server.stats.requests.items() if verb == "watch"
+    }
+    assert watches == {
+        "tfjobs": 1,
+        "pytorchjobs": 1,
+        "mxjobs": 1,
+        "xgboostjobs": 1,
+        "jaxjobs": 1,
+        "pods": 1,
+        "services": 1,
+    }
+
+
+def test_namespace_mode_ignores_other_namespaces(cluster: Cluster, run_operator: Start) -> None:
+    cluster.namespace("team-a")
+    run_operator(namespace="team-a").wait_started()
+    cluster.rule("*", run_seconds=0.2)
+    cluster.create_job(minimal_job("PyTorchJob", "elsewhere").build(), namespace="default")
+    cluster.create_job(minimal_job("PyTorchJob", "mine").build(), namespace="team-a")
+    cluster.wait_condition("PyTorchJob", "mine", "Succeeded", namespace="team-a")
+    time.sleep(0.5)
+    assert cluster.pods("elsewhere") == []
+    assert "status" not in cluster.get_job("PyTorchJob", "elsewhere")
+
+
+def test_unrelated_pods_are_not_cached(cluster: Cluster, run_operator: Start) -> None:
+    cluster.core.create_namespaced_pod(
+        "default",
+        {"metadata": {"name": "stranger"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+    )
+    op = run_operator().wait_started()
+    assert op.manager.informers["pods"].list() == []
+
+
+def test_metrics_endpoint_serves_job_controller_queue_and_client_counters(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    op = run_operator().wait_started()
+    cluster.rule("*", run_seconds=0.2)
+    cluster.create_job(minimal_job("XGBoostJob", "xgb").build())
+    cluster.wait_condition("XGBoostJob", "xgb", "Succeeded")
+    labels = '{job_namespace="default",framework="xgboost"}'
+    _, text = wait_for(
+        lambda: (
+            (r := op.get("/metrics"))[0] == 200
+            and f"training_operator_jobs_successful_total{labels} 1" in r[1]
+            and r
+        ),
+        what="successful counter",
+    )
+    assert f"training_operator_jobs_created_total{labels} 1" in text
+    assert 'controller_runtime_reconcile_total{controller="xgboostjob-controller",result=' in text
+    assert (
+        'controller_runtime_reconcile_time_seconds_count{controller="xgboostjob-controller"}'
+        in text
+    )
+    assert 'workqueue_adds_total{name="xgboostjob-controller"}' in text
+    assert 'rest_client_requests_total{verb="POST",code="201"}' in text
+    assert (
+        'training_operator_job_duration_seconds_count{job_namespace="default",'
+        'framework="xgboost",state="Succeeded"} 1' in text
+    )
+
+
+def test_running_and_pending_gauges_follow_the_jobs(cluster: Cluster, run_operator: Start) -> None:
+    op = run_operator().wait_started()
+    cluster.rule("run-*", run_seconds=None)
+    cluster.create_job(minimal_job("PyTorchJob", "run").build())
+    cluster.create_job(minimal_job("PyTorchJob", "wait").build())  # no rule: stays Pending
+    labels = '{job_namespace="default",framework="pytorch"}'
+    wait_for(
+        lambda: f"training_operator_jobs_running{labels} 1" in op.get("/metrics")[1],
+        what="running gauge",
+    )
+    assert f"training_operator_jobs_pending{labels} 1" in op.get("/metrics")[1]
+
+
+def test_healthz_and_readyz(cluster: Cluster, run_operator: Start) -> None:
+    cluster.server.faults.fail("list", "pods", code=500, count=None)
+    op = run_operator()
+    wait_for(lambda: op.get("/healthz") == (200, "ok\n"), what="healthz")
+    status, body = op.get("/readyz")
+    assert status == 500 and "caches" in body
+    cluster.server.faults.clear()
+    wait_for(lambda: op.get("/readyz") == (200, "ok\n"), what="ready once caches sync")
+    assert op.get("/nope")[0] == 404
+
+
+def test_shutdown_is_clean_and_returns_0(cluster: Cluster, run_operator: Start) -> None:
+    op = run_operator().wait_started()
+    assert op.stop() == 0
+    assert not op.thread.is_alive()
+
+
+def test_pytorch_init_container_flags_reach_the_worker_pods(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    run_operator(
+        pytorch_init_container_image="busybox:1.36", pytorch_init_container_max_tries=7
+    ).wait_started()
+    cluster.create_job(minimal_job("PyTorchJob", "init").build())
+    pods = wait_for(lambda: len(p := cluster.pods("init")) == 2 and p, what="pods")
+    worker = next(p for p in pods if p.metadata.name == "init-worker-0")
+    (init,) = worker.spec.init_containers
+    assert init.image == "busybox:1.36"
+    assert "7" in " ".join(init.command or []) + " ".join(init.args or [])

@@ -1,0 +1,25 @@
+"""`trainop operator`: run the Kubernetes operator (upstream training-operator's flags)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    from trainop_core.operator.options import add_flags  # no kubernetes import here
+
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "operator",
+        help="run the Kubernetes operator (TFJob, PyTorchJob, MXJob, XGBoostJob controllers)",
+        description="Run the training operator against the cluster of --kubeconfig (else "
+        "in-cluster). Upstream training-operator v1's flags.",
+    )
+    add_flags(parser)
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from trainop_core.operator.run import run_from_args
+
+    return run_from_args(args)

@@ -1,0 +1,249 @@
+"""One job kind's controller: a work queue, worker threads, and a reconcile that plans and applies.
+
+The controller reads only from the shared caches (plus a live GET after a lost status race), runs
+the pure core planner, and hands the Plan to the `Applier`. Result semantics follow
+controller-runtime: an error requeues with per-item backoff; `TerminalError` is not retried; a
+plan's `requeue_after` schedules the next look.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trainop_core.api.job import TrainingJob
+from trainop_core.api.types import MANAGED_BY_OPERATOR, utc_now
+from trainop_core.api.validation import prepare
+from trainop_core.errors import InvalidJobError, TerminalError
+from trainop_core.kinds.base import Kind
+from trainop_core.kinds.table import KindRegistry
+from trainop_core.operator.effects import Applier, StatusConflict, expectation_keys
+from trainop_core.operator.expectations import EXPECTATIONS_TTL, Expectations
+from trainop_core.operator.informer import Informer, object_key, resource_version
+from trainop_core.operator.kube import ApiError, KubeClient, Obj, Resource
+from trainop_core.operator.metrics import OperatorMetrics
+from trainop_core.operator.observe import observe
+from trainop_core.operator.workqueue import WorkQueue
+from trainop_core.planner import plan as make_plan
+from trainop_core.planner.addressing import KubernetesAddressing
+from trainop_core.planner.types import Plan, PlanOptions
+
+log = logging.getLogger(__name__)
+
+STALE_CACHE_RETRY = 0.5  # seconds: look again after AlreadyExists told us the cache is behind
+
+
+class ReconcileError(Exception):
+    """Some API calls of a plan failed; retried with the queue's backoff."""
+
+
+@dataclass
+class Caches:
+    """The shared informers every controller reads (PodGroups only with gang scheduling)."""
+
+    pods: Informer
+    services: Informer
+    pod_groups: Informer | None = None
+
+
+class JobController:
+    """Reconciles jobs of one kind. Thread-safe: the queue never hands one key to two workers."""
+
+    def __init__(
+        self,
+        kind: Kind,
+        registry: KindRegistry,
+        resource: Resource,
+        jobs: Informer,
+        caches: Caches,
+        applier: Applier,
+        client: KubeClient,
+        expectations: Expectations,
+        metrics: OperatorMetrics,
+        options: PlanOptions,
+    ) -> None:
+        self.kind, self.registry, self.resource = kind, registry, resource
+        self.jobs, self.caches, self.applier = jobs, caches, applier
+        self.client, self.expectations, self.metrics = client, expectations, metrics
+        self.plan_options = options
+        self.name = kind.controller_name
+        self.queue = WorkQueue(self.name, metrics=metrics)
+        # key -> (superseded resourceVersions, fresher object or None = GET it): our own status
+        # writes and lost races, so a lagging job watch cannot make us plan from an old status.
+        self._fresher: dict[str, tuple[frozenset[str], Obj | None]] = {}
+        self._lock = threading.Lock()
+
+    # --- workers -------------------------------------------------------------------------------
+    def start_workers(self, count: int, stop: threading.Event) -> list[threading.Thread]:
+        threads = [
+            threading.Thread(target=self._work, args=(stop,), daemon=True, name=f"{self.name}-{i}")
+            for i in range(count)
+        ]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    def _work(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self._process(str(key))
+            finally:
+                self.queue.done(key)
+
+    def _process(self, key: str) -> None:
+        started = time.monotonic()
+        result = "success"
+        try:
+            requeue_after = self.reconcile(key)
+            self.queue.forget(key)
+            if requeue_after is not None:
+                self.queue.add_after(key, requeue_after)
+                result = "requeue_after"
+        except TerminalError as exc:
+            self.queue.forget(key)
+            result = "error"
+            self.metrics.reconcile_errors.inc(controller=self.name)
+            log.warning("%s %s: terminal: %s", self.name, key, exc)
+        except Exception as exc:  # any failure is retried with backoff
+            self.queue.add_rate_limited(key)
+            result = "requeue" if isinstance(exc, StatusConflict) else "error"
+            if result == "error":
+                self.metrics.reconcile_errors.inc(controller=self.name)
+            log.info("%s %s: %s: %s", self.name, key, type(exc).__name__, exc)
+        self.metrics.reconcile_total.inc(controller=self.name, result=result)
+        self.metrics.reconcile_time.observe(time.monotonic() - started, controller=self.name)
+
+    # --- reconcile -----------------------------------------------------------------------------
+    def reconcile(self, key: str) -> float | None:
+        """One pass for job `key`; returns seconds until the next look, or None."""
+        job = self._read_job(key)
+        if job is None:
+            self._forget(key)
+            return None
+        if self._not_ours(job):
+            return None
+        if not self._expectations_satisfied(job):
+            return EXPECTATIONS_TTL  # informer events normally requeue long before
+        model = self._prepare(job)
+        plan = self._plan(job, model)
+        return self._apply(key, job, plan)
+
+    def _read_job(self, key: str) -> Obj | None:
+        cached = self.jobs.get(key)
+        with self._lock:
+            stale, fresher = self._fresher.get(key, (frozenset(), None))
+            if cached is None or resource_version(cached) not in stale:
+                self._fresher.pop(key, None)
+                return cached
+        if fresher is not None:
+            return fresher
+        ns, _, name = key.rpartition("/")
+        try:
+            return self.client.get(self.resource, ns, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def _forget(self, key: str) -> None:
+        ns, _, name = key.rpartition("/")
+        for exp_key in expectation_keys(self.kind, ns, name):
+            self.expectations.forget(exp_key)
+        with self._lock:
+            self._fresher.pop(key, None)
+
+    def _not_ours(self, job: Obj) -> bool:
+        """Managed by another controller (MultiKueue), or being deleted (GC handles children)."""
+        managed_by = (job.get("spec", {}).get("runPolicy") or {}).get("managedBy")
+        if managed_by not in (None, "", MANAGED_BY_OPERATOR):
+            return True
+        return bool(job.get("metadata", {}).get("deletionTimestamp"))
+
+    def _expectations_satisfied(self, job: Obj) -> bool:
+        meta = job["metadata"]
+        keys = expectation_keys(self.kind, meta.get("namespace", "default"), meta["name"])
+        return all(self.expectations.satisfied(k) for k in keys)
+
+    def _prepare(self, job: Obj) -> TrainingJob:
+        try:
+            _, model = prepare(job, registry=self.registry)
+        except InvalidJobError as exc:
+            self._mark_invalid(job, exc)
+            raise TerminalError(str(exc)) from exc
+        return model
+
+    def _plan(self, job: Obj, model: TrainingJob) -> Plan:
+        caches = self.caches
+        owner = f"{model.namespace}/{job['metadata'].get('uid', '')}"
+        pod_group = caches.pod_groups.get(model.key) if caches.pod_groups else None
+        observed = observe(
+            caches.pods.by_index("owner", owner),
+            caches.services.by_index("owner", owner),
+            pod_group,
+            self.kind,
+        )
+        addressing = KubernetesAddressing(model, self.kind, self.plan_options.cluster_domain)
+        return make_plan(
+            model, self.kind, observed, utc_now(), addressing, options=self.plan_options
+        )
+
+    def _apply(self, key: str, job: Obj, plan: Plan) -> float | None:
+        pod_group = self.caches.pod_groups.get(key) if self.caches.pod_groups else None
+        try:
+            outcome = self.applier.apply(job, plan, pod_group, on_status=self._remember(key))
+        except StatusConflict:
+            self._remember(key)(None, (resource_version(job),))
+            raise
+        if outcome.errors:
+            raise ReconcileError("; ".join(outcome.errors))
+        if outcome.cache_stale:
+            return min(plan.requeue_after or STALE_CACHE_RETRY, STALE_CACHE_RETRY)
+        return plan.requeue_after
+
+    def _remember(self, key: str) -> Callable[[Obj | None, tuple[str, ...]], None]:
+        """While the cache still holds a `superseded` version, read `written` (None: GET)."""
+
+        def remember(written: Obj | None, superseded: tuple[str, ...]) -> None:
+            with self._lock:
+                self._fresher[key] = (frozenset(superseded), written)
+
+        return remember
+
+    def _mark_invalid(self, job: Obj, exc: InvalidJobError) -> None:
+        """No webhook caught it: fail the job once, with the problems in the condition."""
+        conditions = (job.get("status") or {}).get("conditions") or []
+        reason = f"{self.kind.kind}FailedValidation"
+        if any(c.get("reason") == reason for c in conditions):
+            return
+        now = utc_now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        message = "; ".join(str(p) for p in exc.problems)[:1024]
+        failed = {
+            "type": "Failed",
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastUpdateTime": now,
+            "lastTransitionTime": now,
+        }
+        status = dict(job.get("status") or {}, conditions=[*conditions, failed])
+        meta = job["metadata"]
+        try:
+            self.client.replace_status(
+                self.resource,
+                meta.get("namespace", "default"),
+                meta["name"],
+                dict(job, status=status),
+            )
+        except ApiError as err:
+            log.info("%s %s: could not mark invalid: %s", self.name, object_key(job), err)
+        self.applier.record(job, "Warning", reason, message)
+
+    # --- event handlers (informer threads) -----------------------------------------------------
+    def enqueue(self, obj: Obj) -> None:
+        self.queue.add(object_key(obj))

@@ -1,0 +1,240 @@
+"""Apply a planner `Plan` to the cluster: the only place a controller writes.
+
+Order (the Plan's contract): deletions, PodGroup, creations, status, events, metrics, TTL delete.
+Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
+that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
+create). AlreadyExists means our cache is behind: it is not an error, the job is simply requeued.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainop_core.kinds.base import Kind
+from trainop_core.operator.expectations import Expectations
+from trainop_core.operator.kube import PODS, SERVICES, ApiError, KubeClient, Obj, Resource
+from trainop_core.operator.metrics import OperatorMetrics
+from trainop_core.operator.recorder import EventRecorder
+from trainop_core.planner.types import Plan
+
+log = logging.getLogger(__name__)
+
+METRIC_COUNTERS = {
+    "created": "jobs_created",
+    "deleted": "jobs_deleted",
+    "successful": "jobs_successful",
+    "failed": "jobs_failed",
+    "restarted": "jobs_restarted",
+}
+
+
+class StatusConflict(Exception):
+    """The status write lost an optimistic-concurrency race: re-read and re-plan."""
+
+
+@dataclass
+class Outcome:
+    """What applying a plan found out: errors to retry with backoff, or just 'look again soon'."""
+
+    errors: list[str] = field(default_factory=list)
+    cache_stale: bool = False
+
+
+def expectation_keys(kind: Kind, namespace: str, name: str) -> tuple[str, str]:
+    base = f"{kind.kind}/{namespace}/{name}/"
+    return base + "pods", base + "services"
+
+
+@dataclass
+class Applier:
+    """Writes one kind's plans. Shared by that kind's workers (every method is thread-safe)."""
+
+    kind: Kind
+    job_resource: Resource
+    client: KubeClient
+    recorder: EventRecorder
+    expectations: Expectations
+    metrics: OperatorMetrics
+    pod_group_resource: Resource | None = None
+
+    def apply(
+        self,
+        job: Obj,
+        plan: Plan,
+        pod_group: Obj | None,
+        on_status: Callable[[Obj, tuple[str, ...]], None] | None = None,
+    ) -> Outcome:
+        """Apply `plan` for cached `job`; raises StatusConflict when the status write raced.
+
+        After a write to the job (annotations, status), `on_status` receives the job as the
+        server returned it and the resourceVersions that superseded (the cached one, and the
+        annotated one when the status was written too).
+        """
+        out = Outcome()
+        ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
+        pods_key, services_key = expectation_keys(self.kind, ns, name)
+        self._delete(job, PODS, plan.delete_pods, pods_key, out)
+        self._delete(job, SERVICES, plan.delete_services, services_key, out)
+        self._pod_group(job, plan, pod_group, out)
+        self._create(job, PODS, plan.create_pods, pods_key, out)
+        self._create(job, SERVICES, plan.create_services, services_key, out)
+        cached = job
+        job = self._annotate(job, plan.job_annotations)
+        written = self._write_status(job, plan.status.to_dict()) if plan.status else None
+        latest = written or (job if job is not cached else None)
+        if latest is not None and on_status is not None:
+            superseded = {str(o["metadata"].get("resourceVersion", "")) for o in (cached, job)}
+            on_status(latest, tuple(superseded - {str(latest["metadata"]["resourceVersion"])}))
+        for event in plan.events:
+            self.record(job, event.type, event.reason, event.message)
+        self._count(job, plan)
+        if plan.delete_job:
+            self._delete_job(job, out)
+        return out
+
+    def record(self, job: Obj, type_: str, reason: str, message: str) -> None:
+        """An Event on `job` from this kind's controller (queued; never blocks or fails)."""
+        self.recorder.record(job, type_, reason, message, self.kind.controller_name)
+
+    # --- children ------------------------------------------------------------------------------
+    def _delete(self, job: Obj, res: Resource, names: list[str], key: str, out: Outcome) -> None:
+        if not names:
+            return
+        self.expectations.expect(key, dels=len(names))
+        ns = job["metadata"].get("namespace", "default")
+        for name in names:
+            try:
+                self.client.delete(res, ns, name)
+                self.record(
+                    job,
+                    "Normal",
+                    f"SuccessfulDelete{res.kind}",
+                    f"Deleted {res.kind.lower()}: {name}",
+                )
+            except ApiError as exc:
+                self.expectations.observed_deletion(key)  # no event will come for this one
+                if not exc.not_found:
+                    out.errors.append(f"delete {res.kind} {name}: {exc}")
+                    self.record(job, "Warning", f"FailedDelete{res.kind}", f"Error deleting: {exc}")
+
+    def _create(self, job: Obj, res: Resource, objs: list[Obj], key: str, out: Outcome) -> None:
+        if not objs:
+            return
+        self.expectations.expect(key, adds=len(objs))
+        ns = job["metadata"].get("namespace", "default")
+        for obj in objs:
+            name = obj.get("metadata", {}).get("name", "")
+            try:
+                self.client.create(res, obj.get("metadata", {}).get("namespace") or ns, obj)
+                self.record(
+                    job,
+                    "Normal",
+                    f"SuccessfulCreate{res.kind}",
+                    f"Created {res.kind.lower()}: {name}",
+                )
+            except ApiError as exc:
+                self.expectations.observed_creation(key)
+                if exc.already_exists:
+                    out.cache_stale = True
+                    continue
+                out.errors.append(f"create {res.kind} {name}: {exc}")
+                self.record(job, "Warning", f"FailedCreate{res.kind}", f"Error creating: {exc}")
+
+    def _pod_group(self, job: Obj, plan: Plan, current: Obj | None, out: Outcome) -> None:
+        res = self.pod_group_resource
+        if res is None:
+            return
+        ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
+        try:
+            if plan.delete_pod_group and current is not None:
+                self.client.delete(res, ns, name)
+                self.record(job, "Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {name}")
+            elif plan.pod_group is not None and current is None:
+                self.client.create(res, ns, plan.pod_group)
+            elif plan.pod_group is not None and current is not None:
+                self._update_pod_group(ns, name, plan.pod_group, current)
+        except ApiError as exc:
+            if exc.already_exists or exc.not_found:
+                out.cache_stale = True
+            else:
+                out.errors.append(f"PodGroup {name}: {exc}")
+
+    def _update_pod_group(self, ns: str, name: str, desired: Obj, current: Obj) -> None:
+        if desired.get("spec") == current.get("spec"):
+            return
+        assert self.pod_group_resource is not None
+        body = dict(current, spec=desired.get("spec"))
+        self.client.replace(self.pod_group_resource, ns, name, body)
+
+    # --- the job itself ------------------------------------------------------------------------
+    def _annotate(self, job: Obj, annotations: dict[str, str]) -> Obj:
+        """Merge-patch annotations onto the job (guarded by its resourceVersion); the new job."""
+        current = job["metadata"].get("annotations") or {}
+        if all(current.get(k) == v for k, v in annotations.items()):
+            return job
+        meta = job["metadata"]
+        patch = {
+            "metadata": {"annotations": annotations, "resourceVersion": meta.get("resourceVersion")}
+        }
+        try:
+            return self.client.patch(
+                self.job_resource, meta.get("namespace", "default"), meta["name"], patch
+            )
+        except ApiError as exc:
+            if exc.conflict:
+                raise StatusConflict(str(exc)) from exc
+            raise
+
+    def _write_status(self, job: Obj, status: dict[str, Any]) -> Obj | None:
+        """PUT the status subresource if it changed; the written job, or None if unchanged."""
+        if status == (job.get("status") or {}):
+            return None
+        meta = job["metadata"]
+        body = dict(job, status=status)
+        try:
+            return self.client.replace_status(
+                self.job_resource, meta.get("namespace", "default"), meta["name"], body
+            )
+        except ApiError as exc:
+            if exc.conflict:
+                raise StatusConflict(str(exc)) from exc
+            raise
+
+    def _delete_job(self, job: Obj, out: Outcome) -> None:
+        meta = job["metadata"]
+        try:
+            self.client.delete(
+                self.job_resource,
+                meta.get("namespace", "default"),
+                meta["name"],
+                propagation="Background",
+                uid=meta.get("uid", ""),
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                out.errors.append(f"delete job: {exc}")
+                self.record(job, "Warning", "FailedDeleteJob", str(exc))
+            return
+        self.metrics.jobs_deleted.inc(
+            job_namespace=meta.get("namespace", "default"), framework=self.kind.framework
+        )
+        self.record(job, "Normal", "SuccessfulDeleteJob", f"Deleted job: {meta['name']}")
+
+    def _count(self, job: Obj, plan: Plan) -> None:
+        """Plan.metrics -> counters; a finished job's duration is observed before it is counted."""
+        labels = {
+            "job_namespace": job["metadata"].get("namespace", "default"),
+            "framework": self.kind.framework,
+        }
+        status = plan.status
+        for name, state in (("successful", "Succeeded"), ("failed", "Failed")):
+            if name in plan.metrics and status and status.start_time and status.completion_time:
+                seconds = (status.completion_time - status.start_time).total_seconds()
+                self.metrics.job_duration.observe(max(0.0, seconds), state=state, **labels)
+        for name in plan.metrics:
+            attr = METRIC_COUNTERS.get(name)
+            if attr is not None and attr != "jobs_deleted":  # counted when the DELETE succeeds
+                getattr(self.metrics, attr).inc(**labels)

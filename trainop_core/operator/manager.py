@@ -1,0 +1,359 @@
+"""The manager: one API client, one shared informer per resource type, every enabled controller,
+leader election, /metrics, /healthz and /readyz — controller-runtime's Manager, in threads.
+
+Lifecycle of `run()`: serve probes and metrics -> start the informers (caches warm up even on a
+standby replica) -> wait until they have synced -> (with --leader-elect) wait for the Lease ->
+start the workers -> block until `shutdown()` or a signal, or until the Lease is lost. Losing
+the Lease fences the client (no further request leaves the process), stops the workers at once
+and makes `run()` return 1, so the process exits as controller-runtime's does and Kubernetes
+restarts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from trainop_core.kinds.base import Kind
+from trainop_core.kinds.pytorch import INIT_IMAGE_OPTION, INIT_TRIES_OPTION
+from trainop_core.kinds.table import KindRegistry, build_registry
+from trainop_core.operator.controller import Caches, JobController
+from trainop_core.operator.effects import Applier, expectation_keys
+from trainop_core.operator.expectations import Expectations
+from trainop_core.operator.health import PROMETHEUS, Endpoints, check_route
+from trainop_core.operator.informer import Informer, ListWatch, RestListWatch
+from trainop_core.operator.kube import (
+    PLUGINS_POD_GROUPS,
+    PODS,
+    SERVICES,
+    VOLCANO_POD_GROUPS,
+    ApiError,
+    KubeClient,
+    Obj,
+    Resource,
+    load_api_client,
+)
+from trainop_core.operator.leader import LeaderElector, RestLeaseStore, new_identity
+from trainop_core.operator.metrics import OperatorMetrics
+from trainop_core.operator.observe import JOB_NAME_LABEL, controller_ref, owner_index
+from trainop_core.operator.options import Options
+from trainop_core.operator.recorder import EventRecorder
+from trainop_core.planner.types import PlanOptions
+
+log = logging.getLogger(__name__)
+
+
+def job_resource(kind: Kind) -> Resource:
+    return Resource("kubeflow.org", "v1", kind.plural, kind.kind)
+
+
+def pod_group_resource(gang_scheduler_name: str) -> Resource | None:
+    if not gang_scheduler_name:
+        return None
+    return VOLCANO_POD_GROUPS if gang_scheduler_name.lower() == "volcano" else PLUGINS_POD_GROUPS
+
+
+class _JobHandler:
+    def __init__(self, controller: JobController) -> None:
+        self.controller = controller
+
+    def on_add(self, obj: Obj) -> None:
+        self.controller.enqueue(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self.controller.enqueue(new)
+
+    def on_delete(self, obj: Obj) -> None:
+        self.controller.enqueue(obj)
+
+
+class _ChildHandler:
+    """Pods/services/PodGroups: lower expectations, enqueue the controlling job (by ownerRef)."""
+
+    def __init__(
+        self, controllers: dict[str, JobController], expectations: Expectations, resource: str
+    ) -> None:
+        self.controllers, self.expectations, self.resource = controllers, expectations, resource
+
+    def _route(self, obj: Obj) -> tuple[JobController, str, str] | None:
+        ref = controller_ref(obj)
+        if ref is None or not str(ref.get("apiVersion", "")).startswith("kubeflow.org/"):
+            return None
+        controller = self.controllers.get(str(ref.get("kind", "")))
+        if controller is None:
+            return None
+        ns = obj.get("metadata", {}).get("namespace", "default")
+        pods_key, services_key = expectation_keys(controller.kind, ns, str(ref.get("name")))
+        return (
+            controller,
+            f"{ns}/{ref.get('name')}",
+            pods_key if self.resource == "pods" else services_key,
+        )
+
+    def on_add(self, obj: Obj) -> None:
+        route = self._route(obj)
+        if route:
+            route[0].expectations.observed_creation(route[2])
+            route[0].queue.add(route[1])
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        route = self._route(new)
+        if route:
+            deleting = new.get("metadata", {}).get("deletionTimestamp")
+            if deleting and not old.get("metadata", {}).get("deletionTimestamp"):
+                route[0].expectations.observed_deletion(route[2])
+            route[0].queue.add(route[1])
+
+    def on_delete(self, obj: Obj) -> None:
+        route = self._route(obj)
+        if route:
+            if not obj.get("metadata", {}).get("deletionTimestamp"):  # else counted on update
+                route[0].expectations.observed_deletion(route[2])
+            route[0].queue.add(route[1])
+
+
+class Manager:
+    """Build with options (and optionally a ready ApiClient); `run()` blocks; `shutdown()` stops."""
+
+    def __init__(
+        self, options: Options, registry: KindRegistry | None = None, api_client: Any = None
+    ) -> None:
+        self.options = options
+        self.registry = (registry or build_registry()).select(options.enable_schemes)
+        self.metrics = OperatorMetrics()
+        self.stop = threading.Event()
+        api = api_client or load_api_client(options.kubeconfig)
+        self.client = KubeClient(
+            api, options.kube_api_qps, options.kube_api_burst, self.metrics, self.stop
+        )
+        self.expectations = Expectations()
+        # Events go out asynchronously through their own client and token bucket.
+        events_client = KubeClient(
+            api, options.kube_api_qps, options.kube_api_burst, self.metrics, self.stop
+        )
+        self.recorder = EventRecorder(events_client)
+        self.identity = new_identity()
+        self.pod_group_resource = pod_group_resource(options.gang_scheduler_name)
+        self.informers: dict[str, Informer] = {}
+        self.controllers: dict[str, JobController] = {}
+        self._build_controllers()
+        self.elector = self._build_elector()
+        self._workers_started = threading.Event()
+        self.lost_leadership = False
+        self.probes = Endpoints(
+            options.health_probe_bind_address,
+            {
+                "/healthz": check_route({"ping": lambda: True}),
+                "/readyz": check_route(
+                    {"caches": self.caches_synced, "running": lambda: not self.stop.is_set()}
+                ),
+            },
+        )
+        self.metrics_endpoint = Endpoints(
+            options.metrics_bind_address, {"/metrics": self._metrics_route}
+        )
+
+    # --- wiring ------------------------------------------------------------------------------
+    def _list_watch(self, res: Resource, selector: str = "") -> ListWatch:
+        return RestListWatch(
+            self.client,
+            res,
+            self.options.namespace,
+            selector,
+            read_timeout=self.options.watch_read_timeout,
+        )
+
+    def _informer(self, name: str, lw: ListWatch) -> Informer:
+        informer = Informer(name, lw, min_watch_timeout=self.options.watch_timeout)
+        self.informers[name] = informer
+        return informer
+
+    def _build_controllers(self) -> None:
+        pods = self._informer("pods", self._list_watch(PODS, JOB_NAME_LABEL))
+        services = self._informer("services", self._list_watch(SERVICES, JOB_NAME_LABEL))
+        caches = Caches(pods, services)
+        for informer in (pods, services):
+            informer.add_index("owner", owner_index)
+        if self.pod_group_resource is not None:
+            caches.pod_groups = self._informer(
+                "podgroups", self._list_watch(self.pod_group_resource)
+            )
+        plan_options = PlanOptions(
+            gang_scheduler_name=self.options.gang_scheduler_name,
+            cluster_domain=self.options.cluster_domain,
+            kind_options={
+                INIT_IMAGE_OPTION: self.options.pytorch_init_container_image,
+                INIT_TRIES_OPTION: self.options.pytorch_init_container_max_tries,
+            },
+        )
+        for kind in self.registry:
+            self.controllers[kind.kind] = self._controller(kind, caches, plan_options)
+        for name in ("pods", "services", "podgroups"):
+            if name in self.informers:
+                self.informers[name].add_handler(
+                    _ChildHandler(self.controllers, self.expectations, name)
+                )
+
+    def _controller(self, kind: Kind, caches: Caches, plan_options: PlanOptions) -> JobController:
+        res = job_resource(kind)
+        jobs = self._informer(kind.plural, self._list_watch(res))
+        applier = Applier(
+            kind,
+            res,
+            self.client,
+            self.recorder,
+            self.expectations,
+            self.metrics,
+            self.pod_group_resource,
+        )
+        controller = JobController(
+            kind,
+            self.registry,
+            res,
+            jobs,
+            caches,
+            applier,
+            self.client,
+            self.expectations,
+            self.metrics,
+            plan_options,
+        )
+        jobs.add_handler(_JobHandler(controller))
+        return controller
+
+    def _build_elector(self) -> LeaderElector | None:
+        if not self.options.leader_elect:
+            return None
+        timings = self.options.lease
+        store = RestLeaseStore(
+            self.client,
+            self.options.lease_namespace(),
+            self.options.leader_election_id,
+            timings.renew_deadline,
+        )
+        return LeaderElector(
+            store,
+            self.options.leader_election_id,
+            self.identity,
+            self.options.lease_namespace(),
+            timings,
+            self.metrics,
+        )
+
+    # --- running -------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Block until stopped; 0 after `shutdown()`, 1 on a startup failure or a lost lease."""
+        try:
+            return self._run()
+        finally:
+            self._teardown()
+
+    def _run(self) -> int:
+        self.probes.start()
+        self.metrics_endpoint.start()
+        if not self._pod_group_crd_present():
+            return 1
+        for informer in self.informers.values():
+            informer.start(self.stop)
+        if not self._wait_synced():
+            return 1 if not self.stop.is_set() else 0
+        if self.elector is None:
+            self._start_workers()
+            self.stop.wait()
+            return 0
+        self.lost_leadership = self.elector.run(self.stop, self._start_workers)
+        if self.lost_leadership:
+            self.client.fence()
+            return 1
+        return 0
+
+    def shutdown(self) -> None:
+        """Stop everything (thread-safe, idempotent; what SIGTERM/SIGINT call)."""
+        self.stop.set()
+        for controller in self.controllers.values():
+            controller.queue.shutdown()
+
+    def _start_workers(self) -> None:
+        for controller in self.controllers.values():
+            controller.start_workers(self.options.controller_threads, self.stop)
+            for job in controller.jobs.list():
+                controller.enqueue(job)  # anything cached while we waited for the lease
+        self._workers_started.set()
+        log.info("controllers started: %s", ", ".join(self.controllers))
+
+    def _wait_synced(self) -> bool:
+        for informer in self.informers.values():
+            if not informer.wait_synced(self.options.cache_sync_timeout) or self.stop.is_set():
+                log.error("cache of %s did not sync", informer.name)
+                return False
+        return True
+
+    def _pod_group_crd_present(self) -> bool:
+        """Upstream exits when gang scheduling is on but the PodGroup CRD is not installed."""
+        res = self.pod_group_resource
+        if res is None:
+            return True
+        try:
+            self.client.list(res, self.options.namespace, limit=1)
+        except ApiError as exc:
+            if exc.not_found:
+                log.error(
+                    "gang scheduler %s needs the %s CRD (%s): not installed",
+                    self.options.gang_scheduler_name,
+                    res.kind,
+                    res.api_version,
+                )
+                return False
+        return True
+
+    def _teardown(self) -> None:
+        self.shutdown()
+        if not self.lost_leadership:
+            self.recorder.stop()
+        for informer in self.informers.values():
+            informer.interrupt()
+        self.probes.stop()
+        self.metrics_endpoint.stop()
+
+    # --- probes and metrics ------------------------------------------------------------------
+    def caches_synced(self) -> bool:
+        return all(informer.has_synced() for informer in self.informers.values())
+
+    @property
+    def workers_started(self) -> bool:
+        return self._workers_started.is_set()
+
+    def _metrics_route(self) -> tuple[int, str, str]:
+        self._update_job_gauges()
+        return 200, PROMETHEUS, self.metrics.registry.render()
+
+    def _update_job_gauges(self) -> None:
+        running, pending = self.metrics.jobs_running, self.metrics.jobs_pending
+        running.reset()
+        pending.reset()
+        for controller in self.controllers.values():
+            for job in controller.jobs.list():
+                labels = {
+                    "job_namespace": job.get("metadata", {}).get("namespace", "default"),
+                    "framework": controller.kind.framework,
+                }
+                state = _job_state(job)
+                if state == "Running":
+                    running.inc(**labels)
+                elif state == "Pending":
+                    pending.inc(**labels)
+
+
+def _job_state(job: Obj) -> str:
+    """Running, Pending (created, not yet running or finished, not suspended) or ""."""
+    true = {
+        c.get("type")
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+    if true & {"Succeeded", "Failed", "Suspended"}:
+        return ""
+    if "Running" in true:
+        return "Running"
+    return "Pending" if "Restarting" not in true else ""

@@ -1,0 +1,158 @@
+"""The operator's flags (upstream training-operator v1's names and defaults) and their parsed form.
+
+`add_flags` is shared by `trainop operator` and `python -m trainop_core.operator`, so the two accept
+exactly the same command line. The lease timings, watch timeouts and cluster domain are extra flags
+(controller-runtime options upstream hard-codes), useful for tests and large clusters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+
+DEFAULT_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+@dataclass(frozen=True)
+class LeaseTimings:
+    """controller-runtime's leader-election defaults (seconds)."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything the manager needs to know from the command line."""
+
+    enable_schemes: tuple[str, ...] = ()
+    namespace: str = ""
+    gang_scheduler_name: str = ""
+    controller_threads: int = 1
+    kube_api_qps: float = 20.0
+    kube_api_burst: int = 30
+    metrics_bind_address: str = ":8080"
+    health_probe_bind_address: str = ":8081"
+    leader_elect: bool = False
+    leader_election_id: str = DEFAULT_LEADER_ELECTION_ID
+    leader_election_namespace: str = ""
+    lease: LeaseTimings = field(default_factory=LeaseTimings)
+    kubeconfig: str = ""
+    cluster_domain: str = ""
+    watch_timeout: float = 300.0  # server-side timeoutSeconds minimum (jittered up to 2x)
+    watch_read_timeout: float = 90.0  # client read timeout on every watch read
+    cache_sync_timeout: float = 120.0
+    pytorch_init_container_image: str = "alpine:3.10"
+    pytorch_init_container_max_tries: int = 100
+
+    def lease_namespace(self) -> str:
+        """--leader-election-namespace, else the operator's own namespace, else "default"."""
+        if self.leader_election_namespace:
+            return self.leader_election_namespace
+        if os.path.exists(SA_NAMESPACE_FILE):
+            with open(SA_NAMESPACE_FILE) as fh:
+                return fh.read().strip() or "default"
+        return self.namespace or "default"
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--enable-scheme",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="enable the controller of this kind (repeatable, case-insensitive); none = all",
+    )
+    add(
+        "--namespace",
+        default=os.environ.get("KUBEFLOW_NAMESPACE", ""),
+        help="watch only this namespace (default $KUBEFLOW_NAMESPACE; empty = all namespaces)",
+    )
+    add(
+        "--gang-scheduler-name",
+        default="",
+        help='gang scheduler: "volcano" or a scheduler-plugins scheduler name; empty = off',
+    )
+    add("--controller-threads", type=int, default=1, help="concurrent reconciles per controller")
+    add("--kube-api-qps", type=float, default=20.0, help="client-side API rate (<= 0: unlimited)")
+    add("--kube-api-burst", type=int, default=30, help="client-side API burst")
+    add("--metrics-bind-address", default=":8080", help='/metrics address; "0" disables it')
+    add("--health-probe-bind-address", default=":8081", help="/healthz and /readyz address")
+    add("--leader-elect", action="store_true", help="only the Lease holder reconciles")
+    add("--leader-election-id", default=DEFAULT_LEADER_ELECTION_ID, help="the Lease's name")
+    add("--leader-election-namespace", default="", help="the Lease's namespace")
+    add("--leader-election-lease-duration", type=float, default=15.0, metavar="SECONDS")
+    add("--leader-election-renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    add("--leader-election-retry-period", type=float, default=2.0, metavar="SECONDS")
+    add(
+        "--kubeconfig",
+        default="",
+        help="kubeconfig file (else $KUBECONFIG, else in-cluster, else ~/.kube/config)",
+    )
+    add(
+        "--cluster-domain",
+        default=os.environ.get("CUSTOM_CLUSTER_DOMAIN", ""),
+        help="cluster domain for TF_CONFIG host names (default $CUSTOM_CLUSTER_DOMAIN)",
+    )
+    add(
+        "--watch-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="minimum server-side watch timeout (jittered up to twice this)",
+    )
+    add(
+        "--watch-read-timeout",
+        type=float,
+        default=90.0,
+        metavar="SECONDS",
+        help="client read timeout on watches (bounds a half-open connection)",
+    )
+    add(
+        "--pytorch-init-container-image",
+        default="alpine:3.10",
+        help="image of the init container PyTorch workers use to wait for the master",
+    )
+    add(
+        "--pytorch-init-container-max-tries",
+        type=int,
+        default=100,
+        help="DNS lookups the PyTorch init container tries before giving up",
+    )
+    add("--log-level", default=os.environ.get("TRAINOP_LOG_LEVEL", "INFO"))
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    if args.controller_threads < 1:
+        raise ValueError("--controller-threads must be at least 1")
+    timings = LeaseTimings(
+        args.leader_election_lease_duration,
+        args.leader_election_renew_deadline,
+        args.leader_election_retry_period,
+    )
+    if not timings.lease_duration > timings.renew_deadline > timings.retry_period > 0:
+        raise ValueError("need lease duration > renew deadline > retry period > 0")
+    return Options(
+        enable_schemes=tuple(args.enable_scheme),
+        namespace=args.namespace,
+        gang_scheduler_name=args.gang_scheduler_name,
+        controller_threads=args.controller_threads,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
+        metrics_bind_address=args.metrics_bind_address,
+        health_probe_bind_address=args.health_probe_bind_address,
+        leader_elect=args.leader_elect,
+        leader_election_id=args.leader_election_id,
+        leader_election_namespace=args.leader_election_namespace,
+        lease=timings,
+        kubeconfig=args.kubeconfig,
+        cluster_domain=args.cluster_domain,
+        watch_timeout=args.watch_timeout,
+        watch_read_timeout=args.watch_read_timeout,
+        pytorch_init_container_image=args.pytorch_init_container_image,
+        pytorch_init_container_max_tries=args.pytorch_init_container_max_tries,
+    )

@@ -1,0 +1,61 @@
+"""Command-line entry: parse upstream's flags, build the Manager, run it until a signal.
+
+Exit codes: 0 clean shutdown, 1 startup failure or lost leadership, 2 invalid flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import FrameType
+
+from trainop_core.kinds.table import build_registry
+from trainop_core.operator.options import add_flags, options_from_args
+
+log = logging.getLogger("trainop_core.operator")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        options = options_from_args(args)
+        registry = build_registry().select(options.enable_schemes)
+    except ValueError as exc:
+        print(f"trainop operator: {exc}", file=sys.stderr)
+        return 2
+    from trainop_core.operator.manager import Manager  # imports kubernetes: only when running
+
+    try:
+        manager = Manager(options, registry)
+    except Exception as exc:  # e.g. no kubeconfig: report, don't trace
+        print(f"trainop operator: cannot start: {exc}", file=sys.stderr)
+        return 1
+    _on_signals(manager.shutdown)
+    return manager.run()
+
+
+def _on_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM (kubelet) and SIGINT (Ctrl-C) stop the manager cleanly."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainop_core.operator", description="The trainop Kubernetes operator."
+    )
+    add_flags(parser)
+    return run_from_args(parser.parse_args(argv))
