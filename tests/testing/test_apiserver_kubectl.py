@@ -52,7 +52,8 @@ def test_kubectl_applies_a_crd_and_a_pytorchjob(kubectl: Any, server: ApiServer)
         "apply", "--validate=false", "-f", str(FIXTURES / "pytorchjob.yaml")
     )
     listing = kubectl("get", "pytorchjobs")
-    assert listing.split("\n")[0].split() == ["NAME", "STATE", "AGE"] and "mnist" in listing
+    # Declared printer columns replace the default Age column; this CRD declares only State.
+    assert listing.split("\n")[0].split() == ["NAME", "STATE"] and "mnist" in listing
     assert (
         kubectl(
             "get",
@@ -63,6 +64,14 @@ def test_kubectl_applies_a_crd_and_a_pytorchjob(kubectl: Any, server: ApiServer)
         )
         == "2"
     )
+    jobs = server.store.resource("pytorchjobs", "kubeflow.org")
+
+    def conditions(job: dict[str, Any]) -> dict[str, Any]:
+        job["status"] = {"conditions": [{"type": "Created"}, {"type": "Running"}]}
+        return job
+
+    server.store.mutate(jobs, "default", "mnist", conditions, subresource="status")
+    assert kubectl("get", "pytorchjobs").split("\n")[1].split()[:2] == ["mnist", "Running"]
     kubectl("scale", "pytorchjob", "mnist", "--replicas=3")
     assert kubectl("get", "pytorchjob", "mnist", "-o", "jsonpath={.metadata.generation}") == "2"
     kubectl("delete", "-f", str(FIXTURES / "pytorchjob.yaml"))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any
 
 from .events import Obj
 from .resources import ResourceType
-from .scale import get_path
+
+# One step of a printer column's JSONPath: `.name`, `[3]`, `[-1:]` (the forms CRDs use).
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[(-?\d*)(:?)(-?\d*)\]")
 
 
 def wants_table(accept: str) -> bool:
@@ -25,6 +28,36 @@ def _age(timestamp: str | None) -> str:
     return f"{max(seconds, 0)}s"
 
 
+def json_path(obj: Any, path: str) -> Any:
+    """Evaluate a printer column's JSONPath; a slice yields its last element (`[-1:]`)."""
+    for match in _STEP.finditer(path):
+        name, start, colon, stop = match.groups()
+        if name is not None:
+            obj = obj.get(name) if isinstance(obj, dict) else None
+        elif isinstance(obj, list):
+            obj = _index(obj, start, colon, stop)
+        else:
+            obj = None
+        if obj is None:
+            return None
+    return obj
+
+
+def _index(items: list[Any], start: str, colon: str, stop: str) -> Any:
+    if not colon:
+        i = int(start or 0)
+        return items[i] if -len(items) <= i < len(items) else None
+    chosen = items[int(start) if start else None : int(stop) if stop else None]
+    return chosen[-1] if chosen else None
+
+
+def _cell(obj: Obj, kind: str, path: str | None) -> Any:
+    value = json_path(obj, path) if path else None
+    if kind == "date" and isinstance(value, str):
+        return _age(value)
+    return value
+
+
 def _pod_cells(pod: Obj) -> list[Any]:
     statuses = pod.get("status", {}).get("containerStatuses") or []
     total = len(pod.get("spec", {}).get("containers") or [])
@@ -37,17 +70,19 @@ def _pod_cells(pod: Obj) -> list[Any]:
 
 
 def _columns(rt: ResourceType) -> list[tuple[str, str, str | None]]:
-    """``(name, type, jsonPath)``; jsonPath None for computed columns."""
+    """``(name, type, jsonPath)`` after Name; jsonPath None for computed columns.
+
+    As the real server does, a CRD's declared printer columns replace the default Age column.
+    """
     if rt.plural == "pods" and not rt.group:
         return [
             ("Ready", "string", None),
             ("Status", "string", None),
             ("Restarts", "integer", None),
+            ("Age", "date", ".metadata.creationTimestamp"),
         ]
-    return [
-        (c["name"], c.get("type", "string"), c.get("jsonPath", "").lstrip("."))
-        for c in rt.printer_columns
-    ]
+    declared = [(c["name"], c.get("type", "string"), c.get("jsonPath")) for c in rt.printer_columns]
+    return declared or [("Age", "date", ".metadata.creationTimestamp")]
 
 
 def as_table(rt: ResourceType, items: list[Obj], rv: str, continue_token: str = "") -> Obj:
@@ -56,25 +91,23 @@ def as_table(rt: ResourceType, items: list[Obj], rv: str, continue_token: str = 
         {"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}
     ]
     definitions += [
-        {"name": name, "type": kind, "format": "", "description": "", "priority": 0}
+        {
+            "name": name,
+            "type": "string" if kind == "date" else kind,
+            "format": "",
+            "description": "",
+            "priority": 0,
+        }
         for name, kind, _ in extra
     ]
-    definitions.append(
-        {"name": "Age", "type": "string", "format": "", "description": "", "priority": 0}
-    )
     rows = []
     for obj in items:
+        cells = [_cell(obj, kind, path) for _, kind, path in extra]
         if rt.plural == "pods" and not rt.group:
-            cells = _pod_cells(obj)
-        else:
-            cells = [get_path(obj, path) if path else None for _, _, path in extra]
+            cells[:3] = _pod_cells(obj)
         rows.append(
             {
-                "cells": [
-                    obj["metadata"]["name"],
-                    *cells,
-                    _age(obj["metadata"].get("creationTimestamp")),
-                ],
+                "cells": [obj["metadata"]["name"], *cells],
                 "object": {
                     "kind": "PartialObjectMetadata",
                     "apiVersion": "meta.k8s.io/v1",
