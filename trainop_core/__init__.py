@@ -1,0 +1,76 @@
+"""trainop: one operator and one interface for Kubeflow TFJob, PyTorchJob, MXJob and XGBoostJob.
+
+The names below are the public API; everything else is private unless documented as an extension
+point (`trainop_core.kinds.base.Kind` for new kinds, `trainop_core.decorators` for pod decorators,
+`trainop_core.backends.base` for backends). Importing this package never imports flytekit, kfp,
+ray or kubernetes.
+"""
+
+from trainop_core.api import (
+    apply_defaults,
+    dump_json,
+    dump_yaml,
+    load_job,
+    load_jobs,
+    prepare,
+    validate_job,
+)
+from trainop_core.api.job import TrainingJob
+from trainop_core.api.types import (
+    CleanPodPolicy,
+    JobCondition,
+    JobStatus,
+    ReplicaSpec,
+    RestartPolicy,
+    RunPolicy,
+    SchedulingPolicy,
+)
+from trainop_core.client import TrainingClient, is_finished, job_state, primary_replica
+from trainop_core.errors import (
+    AlreadyExistsError,
+    InvalidJobError,
+    JobTimeoutError,
+    NotFoundError,
+    Problem,
+    TerminalError,
+    TrainopError,
+)
+from trainop_core.kinds.base import Kind
+from trainop_core.kinds.table import build_registry
+from trainop_core.report import parse_metrics, report
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyExistsError",
+    "CleanPodPolicy",
+    "InvalidJobError",
+    "JobCondition",
+    "JobStatus",
+    "JobTimeoutError",
+    "Kind",
+    "NotFoundError",
+    "Problem",
+    "ReplicaSpec",
+    "RestartPolicy",
+    "RunPolicy",
+    "SchedulingPolicy",
+    "TerminalError",
+    "TrainingClient",
+    "TrainingJob",
+    "TrainopError",
+    "__version__",
+    "apply_defaults",
+    "build_registry",
+    "dump_json",
+    "dump_yaml",
+    "is_finished",
+    "job_state",
+    "load_job",
+    "load_jobs",
+    "parse_metrics",
+    "prepare",
+    "primary_replica",
+    "report",
+    "validate_job",
+]

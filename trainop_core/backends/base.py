@@ -1,0 +1,110 @@
+"""What a backend is: three small Protocols the `TrainingClient` drives, whatever runs the replicas.
+
+A backend stores jobs (`JobStore`), controls running ones (`JobControl`) and serves replicas' logs
+(`LogSource`). It never decides anything about a job: deciding is the planner's job; a backend
+observes what runs and applies the planner's plans (on Kubernetes that is the operator's loop, on
+this machine the local supervisor). Job identity is namespace/name everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from trainop_core.api.job import TrainingJob
+from trainop_core.kinds.base import Kind
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line a replica wrote (stdout and stderr share one stream), tagged with its replica.
+
+    `replica` is `<lowercase replica type>-<index>`, e.g. "master-0"; `text` has no newline.
+    """
+
+    replica: str
+    text: str
+
+
+class JobStore(Protocol):
+    def create(self, job: TrainingJob, kind: Kind, *, workdir: Path | None = None) -> TrainingJob:
+        """Store a defaulted, validated job and start running it; returns it as stored.
+
+        Not idempotent: a job with the same namespace/name that still exists (running or finished)
+        raises AlreadyExistsError. A job this backend cannot run raises InvalidJobError naming
+        the field, and then nothing has been created. `workdir` is where relative paths in the
+        job resolve (backends that run in containers ignore it). Does I/O.
+        """
+        ...
+
+    def get(self, name: str, namespace: str) -> TrainingJob:
+        """The job with its latest status. Raises NotFoundError. Read-only I/O."""
+        ...
+
+    def list(self, namespace: str | None) -> list[TrainingJob]:
+        """Every job in `namespace` (None: all), sorted by namespace then name. Read-only."""
+        ...
+
+    def delete(self, name: str, namespace: str) -> None:
+        """Stop every replica and remove the job with everything it owns (logs included).
+
+        Returns once nothing of the job runs any more. Raises NotFoundError if there is no such
+        job, so calling it twice is an error the second time (like `kubectl delete`).
+        """
+        ...
+
+
+class JobControl(Protocol):
+    def stop(self, name: str, namespace: str, reason: str) -> None:
+        """Stop every replica of an unfinished job and record it Failed with `reason` as message.
+
+        Idempotent: a finished job is left as it is. Returns once no replica runs. Does I/O.
+        """
+        ...
+
+    def set_suspended(self, name: str, namespace: str, suspended: bool) -> None:
+        """Set `spec.runPolicy.suspend`; the planner then stops or restarts the replicas.
+
+        Idempotent. Returns once the change is stored, not when replicas have stopped. Does I/O.
+        """
+        ...
+
+
+class LogSource(Protocol):
+    def logs(
+        self, name: str, namespace: str, replica: str | None = None, follow: bool = False
+    ) -> Iterator[LogLine]:
+        """Replicas' output lines, one replica after the other (or only `replica`).
+
+        With `follow`, yields lines as they are written, from every replica, until the job has
+        finished and everything written has been yielded. Raises NotFoundError for an unknown job
+        or replica. Read-only I/O.
+        """
+        ...
+
+
+class Backend(JobStore, JobControl, LogSource, Protocol):
+    """Everything `TrainingClient` needs from a backend."""
+
+    name: str
+
+
+@runtime_checkable
+class Recoverable(Protocol):
+    def recover(self, name: str, namespace: str) -> bool:
+        """Restart the job's controlling process if it died while the job was unfinished.
+
+        Idempotent; returns True if something was restarted. Does I/O.
+        """
+        ...
+
+
+@runtime_checkable
+class Waiter(Protocol):
+    def wait(self, name: str, namespace: str, timeout: float | None = None) -> TrainingJob:
+        """Block until the job Succeeded or Failed and return it, better than polling `get`
+        (e.g. a watch). JobTimeoutError after `timeout` seconds, the job left running;
+        NotFoundError if it is missing or deleted meanwhile. Read-only I/O."""
+        ...

@@ -1,0 +1,315 @@
+"""The operator-like part of the local backend: one detached process per job.
+
+    python -m trainop_core.backends.local.supervisor <job dir>
+
+Each round it observes its replicas (`kubelet.LocalPod`), asks the pure planner what must happen,
+and applies the plan: deletions, creations, status, events, then sleeps until a child exits, a
+client pokes it (SIGUSR1), the plan's `requeue_after` expires or a safety poll comes round.
+It decides nothing itself, except recording a job Failed when a user stops it.
+
+Exactly one supervisor runs per job: it holds an fcntl lock on `supervisor.lock` for its lifetime.
+If it dies, its replicas die with it (PR_SET_PDEATHSIG); a new supervisor (started by a client,
+see `LocalBackend.recover`) reports the replicas that were running as Failed with reason
+SupervisorLost and no exit code, like pods on a lost node, and the planner decides what follows
+(recreate them under OnFailure/Always/ExitCode, fail the job under Never). Finished replicas are
+remembered in `pods.json`, so a succeeded replica never runs twice and no replica is duplicated.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import shutil
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainop_core.backends.local.addressing import LocalAddressing, replica_id
+from trainop_core.backends.local.kubelet import LocalPod, stop_pods
+from trainop_core.backends.local.podspec import base_env, launch_spec
+from trainop_core.backends.local.state import JobDir, read_json, write_json_atomic
+from trainop_core.backends.local.status import failed_status, is_finished
+from trainop_core.planner.types import Observed, Plan
+
+SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises
+# What it applied is itself news (on Kubernetes a pod deletion or a status write triggers the
+# next reconcile): plan again at once, up to this many rounds in a row.
+MAX_ROUNDS_AT_ONCE = 10
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Supervisor:
+    """Runs one job to completion (or until stopped). Single-threaded by design."""
+
+    def __init__(self, job_dir: JobDir, planner: Callable[..., Plan] | None = None) -> None:
+        from trainop_core.api.load import default_registry
+
+        self.dir = job_dir
+        local = read_json(job_dir.local_file)
+        self.workdir: str = local["workdir"]
+        self.addressing = LocalAddressing(local["ports"])
+        data = job_dir.read_job()
+        self.kind = default_registry().get(data["kind"])
+        self.env = base_env(os.environ)
+        self.pods: dict[str, LocalPod] = {}
+        self.stop_signal = 0
+        self._plan = planner or _default_planner()
+        self._job: Any = None
+        self._job_mtime = 0
+        self._pods_written: list[dict[str, Any]] | None = None
+        self._events_seen: set[tuple[str, str, str]] = set()
+        self._wake_r, self._wake_w = os.pipe()
+
+    # --- the loop --------------------------------------------------------------------------------
+    def run(self) -> int:
+        previous = self._install_signals()
+        try:
+            self._recover()
+            while not self.stop_signal:
+                plan = self._reconcile_until_settled()
+                if plan.delete_job:
+                    return self._delete_job()
+                if self._done(plan):
+                    return 0
+                self._sleep(self._timeout(plan))
+            return self._stop()
+        except Exception as exc:
+            # A bug here would recur on every restart: record the job Failed instead of letting
+            # clients restart the supervisor forever.
+            self.dir.append_event("Warning", "SupervisorError", traceback.format_exc(limit=5))
+            if self.dir.path.is_dir():
+                self._record_stopped(f"the local supervisor failed: {exc!r}")
+            raise
+        finally:
+            stop_pods(self.pods.values())
+            self._write_pods()
+            self._restore_signals(previous)
+
+    def _reconcile_until_settled(self) -> Plan:
+        for _ in range(MAX_ROUNDS_AT_ONCE):
+            plan, changed = self._reconcile()
+            if plan.delete_job or not changed:
+                break
+        return plan
+
+    def _reconcile(self) -> tuple[Plan, bool]:
+        """One observe-plan-apply round; also whether it changed anything."""
+        now = time.monotonic()
+        for pod in self.pods.values():
+            pod.poll(now)
+        job = self._load_job()
+        observed = Observed(pods=tuple(p.observed() for p in self.pods.values()))
+        plan = self._plan(job, self.kind, observed, datetime.now(timezone.utc), self.addressing)
+        return plan, self._apply(plan)
+
+    def _apply(self, plan: Plan) -> bool:
+        doomed = [self.pods.pop(name) for name in plan.delete_pods if name in self.pods]
+        stop_pods(doomed)
+        created = [self._create(manifest) for manifest in plan.create_pods]
+        self._write_pods()  # before the status: who sees the job finished sees its final pods
+        written = self._write_job(plan)
+        self._record([(e.type, e.reason, e.message) for e in plan.events])
+        return bool(doomed) or any(created) or written
+
+    def _create(self, manifest: dict[str, Any]) -> bool:
+        name = manifest["metadata"]["name"]
+        if name in self.pods:  # creating is idempotent: a pod that exists is not started twice
+            return False
+        spec = launch_spec(manifest, self.kind.default_container, self.env, self.workdir)
+        rtype = self.kind.canonical_replica_type(spec.replica_type)
+        pod = LocalPod(spec, rtype, self.dir.log_file(replica_id(rtype, spec.index)))
+        self.pods[name] = pod
+        pod.start()
+        return True
+
+    def _done(self, plan: Plan) -> bool:
+        """Finished, nothing left running and nothing scheduled (TTL): the supervisor may go."""
+        alive = any(pod.alive or pod.next_wakeup() is not None for pod in self.pods.values())
+        return is_finished(self._job_status()) and not alive and plan.requeue_after is None
+
+    def _timeout(self, plan: Plan) -> float:
+        now = time.monotonic()
+        candidates = [SAFETY_POLL_SECONDS]
+        if plan.requeue_after is not None:
+            candidates.append(plan.requeue_after)
+        candidates += [w - now for p in self.pods.values() if (w := p.next_wakeup()) is not None]
+        return max(0.0, min(candidates))
+
+    # --- state -----------------------------------------------------------------------------------
+    def _load_job(self) -> Any:
+        """The job model, re-read only when job.json changed (a client edited the spec)."""
+        mtime = self.dir.job_file.stat().st_mtime_ns
+        if self._job is None or mtime != self._job_mtime:
+            self._job = self.kind.job_model.model_validate(self.dir.read_job())
+            self._job_mtime = mtime
+        return self._job
+
+    def _job_status(self) -> dict[str, Any]:
+        status: dict[str, Any] = self.dir.read_job().get("status") or {}
+        return status
+
+    def _write_job(self, plan: Plan) -> bool:
+        """Merge the plan's annotations, then its status, into job.json; True if that changed
+        anything."""
+        if not plan.job_annotations and plan.status is None:
+            return False
+        status = plan.status.to_dict() if plan.status is not None else None
+
+        def change(data: dict[str, Any]) -> None:
+            annotations = data["metadata"].setdefault("annotations", {})
+            annotations.update(plan.job_annotations)
+            if status is not None:
+                data["status"] = status
+
+        current = self.dir.read_job()
+        before = (current["metadata"].get("annotations") or {}, current.get("status"))
+        after = ({**before[0], **plan.job_annotations}, status or current.get("status"))
+        if before == after:
+            return False
+        self.dir.modify_job(change)
+        self._job = None  # re-read: the model then carries the new status
+        return True
+
+    def _record(self, events: list[tuple[str, str, str]]) -> None:
+        """Append the round's events, except those the previous round already recorded: the
+        planner repeats some every round (ExitedWithCode), which Kubernetes folds into one."""
+        for event in events:
+            if event not in self._events_seen:
+                self.dir.append_event(*event)
+        self._events_seen = set(events)
+
+    def _write_pods(self) -> None:
+        records = [pod.to_record() for pod in self.pods.values()]
+        if records != self._pods_written and self.dir.path.is_dir():
+            write_json_atomic(self.dir.pods_file, records)
+            self._pods_written = records
+
+    def _recover(self) -> None:
+        """Take over from a supervisor that died: remember finished replicas, lose running ones."""
+        if not self.dir.pods_file.exists():
+            return
+        for record in read_json(self.dir.pods_file):
+            rid = replica_id(record["replicaType"], record["index"])
+            pod = LocalPod.from_record(record, self.dir.log_file(rid))
+            if pod.phase not in ("Succeeded", "Failed"):
+                pod.lose()
+                self.dir.append_event("Warning", "SupervisorLost", f"{pod.name}: {pod.message}")
+            self.pods[pod.name] = pod
+
+    # --- stopping --------------------------------------------------------------------------------
+    def _stop(self) -> int:
+        """A client (delete, Ctrl-C on `trainop run`) or the system asked us to stop everything."""
+        request = self._stop_request()
+        stop_pods(self.pods.values())
+        for pod in self.pods.values():
+            if pod.phase in ("Pending", "Running"):
+                pod.phase, pod.reason = "Failed", "Stopped"
+        self._write_pods()
+        if not request.get("delete"):
+            self._record_stopped(str(request["reason"]))
+        return 0
+
+    def _stop_request(self) -> dict[str, Any]:
+        try:
+            request: dict[str, Any] = read_json(self.dir.control_file)
+        except (OSError, ValueError):
+            name = signal.Signals(self.stop_signal).name
+            request = {"reason": f"stopped: the supervisor received {name}"}
+        return request
+
+    def _record_stopped(self, reason: str) -> None:
+        status = self._job_status()
+        if is_finished(status):
+            return
+        kind = self._load_job().kind
+        failed = failed_status(status, kind, reason)
+        self.dir.modify_job(lambda data: data.update(status=failed))
+        self.dir.append_event("Warning", f"{kind}Failed", reason)
+
+    def _delete_job(self) -> int:
+        stop_pods(self.pods.values())
+        self.pods.clear()
+        shutil.rmtree(self.dir.path, ignore_errors=True)
+        return 0
+
+    # --- waking up -------------------------------------------------------------------------------
+    def _install_signals(self) -> dict[int, Any]:
+        """Wake on SIGCHLD/SIGUSR1, stop on STOP_SIGNALS; returns what to restore afterwards."""
+        os.set_blocking(self._wake_w, False)
+        os.set_blocking(self._wake_r, False)
+        previous: dict[int, Any] = {-1: signal.set_wakeup_fd(self._wake_w)}
+        for sig in (signal.SIGCHLD, signal.SIGUSR1):
+            previous[sig] = signal.signal(sig, lambda *_: None)
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, self._on_stop_signal)
+        return previous
+
+    def _restore_signals(self, previous: dict[int, Any]) -> None:
+        signal.set_wakeup_fd(previous.pop(-1))
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _on_stop_signal(self, signum: int, frame: object) -> None:
+        self.stop_signal = signum
+
+    def _sleep(self, timeout: float) -> None:
+        if self.stop_signal:
+            return
+        readable, _, _ = select.select([self._wake_r], [], [], timeout)
+        if readable:
+            while True:
+                try:
+                    if not os.read(self._wake_r, 512):
+                        break
+                except BlockingIOError:
+                    break
+
+
+def _default_planner() -> Callable[..., Plan]:
+    from trainop_core.planner import plan
+
+    planner: Callable[..., Plan] = plan
+    return planner
+
+
+def _hold_lock(job_dir: JobDir) -> int | None:
+    """Take the one-supervisor-per-job lock; None if another supervisor holds it."""
+    fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`JOB_DIR [LOCK_FD]`: LOCK_FD is the already locked supervisor.lock a client passed down."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (1, 2):
+        print("usage: python -m trainop_core.backends.local.supervisor JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = JobDir(Path(args[0]))
+    lock = int(args[1]) if len(args) == 2 else _hold_lock(job_dir)
+    if lock is None:
+        return 0  # another supervisor runs this job
+    return serve(job_dir, lock)
+
+
+def serve(job_dir: JobDir, lock_fd: int) -> int:
+    """Run the job's supervisor in this process, which holds the job's lock on `lock_fd`."""
+    os.set_inheritable(lock_fd, False)  # replicas must not keep the job locked after we die
+    job_dir.supervisor_pid.write_text(f"{os.getpid()}\n")
+    return Supervisor(job_dir).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""What the job subcommands share: common options, kubectl-like names and one-line summaries."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from trainop_core.errors import InvalidJobError, NotFoundError, TerminalError, TrainopError
+
+if TYPE_CHECKING:  # the models import pydantic: not needed for `trainop --help`
+    from trainop_core.api.job import TrainingJob
+
+GROUP = "kubeflow.org"
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_TIMEOUT = 0, 1, 2, 124
+
+
+def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str = "") -> None:
+    parser.add_argument(
+        "--backend",
+        default="local",
+        help="where jobs run: local (default; replicas are processes on this machine), "
+        "kubernetes (the cluster of your kubeconfig)",
+    )
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help=namespace_help or "the job's namespace (default: default)",
+    )
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever sys.stderr is at the time (it may be replaced after setup)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr, flush=True)
+
+
+def setup_logging() -> None:
+    """Backend warnings (image not pulled, env skipped) go to stderr, once each."""
+    logger = logging.getLogger("trainop")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("trainop: warning: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def resource(kind: str) -> str:
+    """`pytorchjob.kubeflow.org`, as kubectl names a resource type."""
+    return f"{kind.lower()}.{GROUP}"
+
+
+def report_error(err: TrainopError) -> int:
+    """Print an error the kubectl way and return the exit code for it."""
+    if isinstance(err, InvalidJobError):
+        print(str(err), file=sys.stderr)
+        return EXIT_INVALID
+    if isinstance(err, NotFoundError):
+        print(f"Error from server (NotFound): {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"error: {err}", file=sys.stderr)
+    return EXIT_INVALID if isinstance(err, TerminalError) else EXIT_FAILED
+
+
+def replica_summary(job: TrainingJob) -> str:
+    """`master 1/1 worker 2/2`: per replica type, replicas running or done / desired."""
+    statuses = job.status.replica_statuses if job.status else {}
+    parts = []
+    for rtype, spec in job.spec.replica_specs.items():
+        seen = statuses.get(rtype)
+        done = (seen.active or 0) + (seen.succeeded or 0) if seen else 0
+        parts.append(f"{rtype.lower()} {done}/{spec.replicas if spec.replicas is not None else 1}")
+    return " ".join(parts)
+
+
+def replica_detail(job: TrainingJob) -> str:
+    """`master: 1 active; worker: 1 active, 1 succeeded`: every non-zero count."""
+    statuses = job.status.replica_statuses if job.status else {}
+    parts = []
+    for rtype in job.spec.replica_specs:
+        seen = statuses.get(rtype)
+        counts = [
+            f"{value} {label}"
+            for label, value in (
+                ("active", seen.active if seen else 0),
+                ("succeeded", seen.succeeded if seen else 0),
+                ("failed", seen.failed if seen else 0),
+            )
+            if value
+        ]
+        parts.append(f"{rtype.lower()}: {', '.join(counts) or 'starting'}")
+    return "; ".join(parts)
+
+
+def age(job: TrainingJob, now: datetime | None = None) -> str:
+    """kubectl's AGE: 45s, 3m12s, 2h5m, 4d."""
+    created = job.metadata.creation_timestamp
+    if created is None:
+        return "<unknown>"
+    seconds = int(((now or datetime.now(timezone.utc)) - created).total_seconds())
+    if seconds < 120:
+        return f"{max(seconds, 0)}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60}s" if seconds < 600 else f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{(seconds % 3600) // 60}m"
+    return f"{seconds // 86400}d"
+
+
+def state_label(job: TrainingJob) -> str:
+    from trainop_core.client import job_state, supervisor_lost
+
+    state = job_state(job)
+    return f"{state} (supervisor lost)" if supervisor_lost(job) else state
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )

@@ -1,0 +1,43 @@
+"""`trainop delete NAME`: stop every replica and remove the job."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from trainop_core.cli._output import EXIT_OK, add_backend_options, report_error, resource
+from trainop_core.errors import TrainopError
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "delete",
+        help="stop a job and remove it",
+        description=(
+            "Stop every replica of the job (SIGTERM, then SIGKILL after the grace period) and "
+            "remove it with its status and logs. Exit codes: 0 deleted, 1 no such job."
+        ),
+    )
+    parser.add_argument("names", nargs="+", metavar="NAME", help="job name(s)")
+    add_backend_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainop_core.client import TrainingClient
+
+    try:
+        client = TrainingClient(args.backend)
+    except TrainopError as err:
+        return report_error(err)
+    namespace = args.namespace or "default"
+    code = EXIT_OK
+    for name in args.names:
+        try:
+            kind = client.get(name, namespace).kind
+            client.delete(name, namespace)
+        except TrainopError as err:
+            code = report_error(err)
+            continue
+        print(f'{resource(kind)} "{name}" deleted')
+    return code

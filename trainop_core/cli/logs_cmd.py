@@ -1,0 +1,47 @@
+"""`trainop logs NAME`: replicas' output, prefixed by replica unless one is chosen."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from trainop_core.cli._output import EXIT_OK, add_backend_options, report_error
+from trainop_core.errors import TrainopError
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "logs",
+        help="print a job's replica logs",
+        description=(
+            "Print what the job's replicas wrote (stdout and stderr), each line prefixed with "
+            "its replica (`worker-1 | ...`); with --replica only that replica's lines, "
+            "unprefixed. Restarts are marked by `--- trainop: ... ---` lines."
+        ),
+    )
+    parser.add_argument("name", metavar="NAME", help="job name")
+    parser.add_argument(
+        "--replica", "-r", default=None, help="only this replica, e.g. master-0 or worker-1"
+    )
+    parser.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the job has finished"
+    )
+    add_backend_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainop_core.client import TrainingClient
+
+    namespace = args.namespace or "default"
+    try:
+        client = TrainingClient(args.backend)
+        for line in client.logs(args.name, namespace, args.replica, args.follow):
+            text = line.text if args.replica else f"{line.replica} | {line.text}"
+            print(text, flush=args.follow)
+    except TrainopError as err:
+        return report_error(err)
+    except BrokenPipeError:  # `trainop logs ... | head`
+        sys.stderr.close()
+    return EXIT_OK

@@ -1,0 +1,43 @@
+"""`trainop submit FILE`: create the job and return at once; it runs on without this process."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from trainop_core.cli._output import (
+    EXIT_OK,
+    add_backend_options,
+    report_error,
+    resource,
+    setup_logging,
+)
+from trainop_core.errors import TrainopError
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "submit",
+        help="start a job and return at once",
+        description=(
+            "Validate FILE (one TFJob, PyTorchJob, MXJob or XGBoostJob) and start it. Returns as "
+            "soon as the job exists; follow it with `trainop get`, `trainop logs -f`. Exit codes: "
+            "0 created, 2 invalid file or name taken (nothing was started)."
+        ),
+    )
+    parser.add_argument("file", type=Path, help="the job's YAML or JSON file")
+    add_backend_options(parser, namespace_help="create the job in this namespace")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainop_core.client import TrainingClient
+
+    setup_logging()
+    try:
+        job = TrainingClient(args.backend).create(args.file, namespace=args.namespace)
+    except TrainopError as err:
+        return report_error(err)
+    print(f"{resource(job.kind)}/{job.name} created")
+    return EXIT_OK

@@ -1,0 +1,208 @@
+"""`TrainingClient`: the one interface to run training jobs, whatever runs them.
+
+The CLI and every integration (Flyte, KFP, the Ray Tune trial runner) use this class and nothing
+below it. The backend is chosen by name ("local", the default; "kubernetes"; "ray") or passed in
+as an object implementing `trainop_core.backends.base.Backend` (tests inject fakes that way).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from trainop_core.api.job import TrainingJob
+from trainop_core.backends.base import Backend, LogLine, Recoverable, Waiter
+from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem
+from trainop_core.kinds.base import Kind
+
+JobSource = TrainingJob | str | Path | Mapping[str, Any]
+
+FINISHED_STATES = ("Succeeded", "Failed")
+
+
+class TrainingClient:
+    """Create, watch and remove training jobs on one backend.
+
+    Job identity is namespace/name. Every method may do I/O through the backend.
+    """
+
+    def __init__(self, backend: str | Backend = "local", **backend_options: Any) -> None:
+        if isinstance(backend, str):
+            from trainop_core.backends import resolve_backend
+
+            backend = resolve_backend(backend, **backend_options)
+        elif backend_options:
+            raise TypeError("backend options are only accepted with a backend name")
+        self.backend: Backend = backend
+        # Optional capabilities, resolved once.
+        self._recoverable = backend if isinstance(backend, Recoverable) else None
+        self._waiter = backend if isinstance(backend, Waiter) else None
+
+    def create(self, job: JobSource, *, namespace: str | None = None) -> TrainingJob:
+        """Validate, default and start `job` (a model, a YAML/JSON file path or text, a dict).
+
+        Raises InvalidJobError listing every problem (nothing is created then), and
+        AlreadyExistsError if namespace/name exists (finished jobs exist until deleted). Relative
+        paths in the job (e.g. `command: [python, train.py]`) resolve against the job file's
+        directory when created from a file, else against the current directory.
+        """
+        kind, prepared, workdir = prepare_source(job, namespace)
+        return self.backend.create(prepared, kind, workdir=workdir)
+
+    def get(self, name: str, namespace: str = "default") -> TrainingJob:
+        """The job with its current status; NotFoundError if there is none."""
+        return self.backend.get(name, namespace)
+
+    def list(self, namespace: str | None = None) -> list[TrainingJob]:
+        """Jobs of one namespace, or of all namespaces when None."""
+        return self.backend.list(namespace)
+
+    def wait(
+        self,
+        name: str,
+        namespace: str = "default",
+        timeout: float | None = None,
+        *,
+        poll: float = 0.2,
+    ) -> TrainingJob:
+        """Block until the job has Succeeded or Failed and return it (a Failed job is returned,
+        not raised). Raises JobTimeoutError after `timeout` seconds (the job keeps running) and
+        NotFoundError if the job does not exist or is deleted meanwhile. On the local backend a
+        job whose supervisor died is taken over by a new one (see `backends.local.supervisor`).
+        `poll` is the polling interval for backends that cannot watch."""
+        if self._waiter is not None:
+            return self._waiter.wait(name, namespace, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.get(name, namespace)
+            if is_finished(job):
+                return job
+            if self._recoverable is not None and supervisor_lost(job):
+                self._recoverable.recover(name, namespace)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobTimeoutError(
+                    f"job {namespace}/{name} did not finish within {timeout:g} s "
+                    f"(state {job_state(job)}); it is still running"
+                )
+            time.sleep(
+                poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
+            )
+
+    def logs(
+        self,
+        name: str,
+        namespace: str = "default",
+        replica: str | None = None,
+        follow: bool = False,
+    ) -> Iterator[LogLine]:
+        """Replicas' output lines tagged with their replica ("master-0"); only `replica`'s if
+        given. With `follow`, streams until the job has finished."""
+        if follow and self._recoverable is not None:
+            self._recoverable.recover(name, namespace)
+        return self.backend.logs(name, namespace, replica, follow)
+
+    def delete(self, name: str, namespace: str = "default") -> None:
+        """Stop every replica and remove the job, logs included. NotFoundError if it does not
+        exist (not idempotent, like `kubectl delete`: a second call raises)."""
+        self.backend.delete(name, namespace)
+
+    def stop(self, name: str, namespace: str = "default", reason: str = "stopped by user") -> None:
+        """Stop every replica of an unfinished job and record it Failed with `reason`; the job
+        stays until deleted. Idempotent."""
+        self.backend.stop(name, namespace, reason)
+
+    def suspend(self, name: str, namespace: str = "default") -> None:
+        """Set spec.runPolicy.suspend: every replica is stopped, the job waits for `resume`."""
+        self.backend.set_suspended(name, namespace, True)
+
+    def resume(self, name: str, namespace: str = "default") -> None:
+        """Clear spec.runPolicy.suspend: replicas start again (activeDeadline clock restarts)."""
+        self.backend.set_suspended(name, namespace, False)
+
+
+# --- helpers integrations use ---------------------------------------------------------------------
+def job_state(job: TrainingJob) -> str:
+    """The newest condition that holds (status True): Created, Running, Restarting, Succeeded,
+    Failed or Suspended; "Pending" before the job has any."""
+    conditions = job.status.conditions if job.status else []
+    held = [c for c in conditions if c.status.value == "True"]
+    return held[-1].type.value if held else "Pending"
+
+
+def is_finished(job: TrainingJob) -> bool:
+    conditions = job.status.conditions if job.status else []
+    return any(c.type.value in FINISHED_STATES and c.status.value == "True" for c in conditions)
+
+
+def is_succeeded(job: TrainingJob) -> bool:
+    conditions = job.status.conditions if job.status else []
+    return any(c.type.value == "Succeeded" and c.status.value == "True" for c in conditions)
+
+
+def primary_replica(job: TrainingJob, kind: Kind | None = None) -> str:
+    """The replica whose logs and exit tell the job's story: the one the kind's master-role hook
+    picks (master/chief, or worker-0 without one), as "master-0"."""
+    kind = kind or _kind_of(job)
+    counts = {
+        kind.canonical_replica_type(rtype): spec.replicas if spec.replicas is not None else 1
+        for rtype, spec in job.spec.replica_specs.items()
+    }
+    ordered = [t for t in kind.replica_types if t in counts] + [
+        t for t in counts if t not in kind.replica_types
+    ]
+    for rtype in ordered:
+        for index in range(counts[rtype]):
+            if kind.is_master_role(counts, rtype, index):
+                return f"{rtype.lower()}-{index}"
+    return f"{ordered[0].lower()}-0"
+
+
+def supervisor_lost(job: TrainingJob) -> bool:
+    annotations = job.metadata.annotations or {}
+    return annotations.get("local.trainop.dev/supervisor") == "lost"
+
+
+# --- input ----------------------------------------------------------------------------------------
+def prepare_source(
+    source: JobSource, namespace: str | None = None
+) -> tuple[Kind, TrainingJob, Path]:
+    """Load, default and validate one job; also the directory its relative paths resolve in."""
+    from trainop_core.api.validation import prepare
+
+    path = _as_path(source)
+    workdir = path.resolve().parent if path is not None else Path(os.getcwd())
+    kind, job = prepare(path if path is not None else source)
+    if namespace is not None:
+        _set_namespace(job, namespace, str(path or ""))
+    return kind, job, workdir
+
+
+def _as_path(source: JobSource) -> Path | None:
+    if isinstance(source, Path):
+        return source
+    if isinstance(source, str) and "\n" not in source and not source.lstrip().startswith("{"):
+        return Path(source)
+    return None
+
+
+def _set_namespace(job: TrainingJob, namespace: str, origin: str) -> None:
+    written = job.metadata.namespace
+    if written and written != namespace:
+        message = f"is {written!r} but namespace {namespace!r} was asked for"
+        problem = Problem("metadata.namespace", message)
+        raise InvalidJobError([problem], source=origin, job=f"{job.kind}/{job.name}")
+    from trainop_core.api.validation import check_metadata
+
+    problems = check_metadata(job.name, namespace)
+    if problems:
+        raise InvalidJobError(problems, source=origin, job=f"{job.kind}/{job.name}")
+    job.metadata.namespace = namespace
+
+
+def _kind_of(job: TrainingJob) -> Kind:
+    from trainop_core.api.load import default_registry
+
+    return default_registry().get(job.kind)
