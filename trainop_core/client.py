@@ -41,6 +41,15 @@ class TrainingClient:
         self._recoverable = backend if isinstance(backend, Recoverable) else None
         self._waiter = backend if isinstance(backend, Waiter) else None
 
+    @property
+    def default_namespace(self) -> str:
+        """Where jobs go and are looked up when no namespace is given: the backend's default
+        (the kubeconfig context's namespace on Kubernetes), else "default"."""
+        return str(getattr(self.backend, "default_namespace", "") or "default")
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.default_namespace
+
     def create(self, job: JobSource, *, namespace: str | None = None) -> TrainingJob:
         """Validate, default and start `job` (a model, a YAML/JSON file path or text, a dict).
 
@@ -52,9 +61,9 @@ class TrainingClient:
         kind, prepared, workdir = prepare_source(job, namespace)
         return self.backend.create(prepared, kind, workdir=workdir)
 
-    def get(self, name: str, namespace: str = "default") -> TrainingJob:
+    def get(self, name: str, namespace: str | None = None) -> TrainingJob:
         """The job with its current status; NotFoundError if there is none."""
-        return self.backend.get(name, namespace)
+        return self.backend.get(name, self._ns(namespace))
 
     def list(self, namespace: str | None = None) -> list[TrainingJob]:
         """Jobs of one namespace, or of all namespaces when None."""
@@ -63,7 +72,7 @@ class TrainingClient:
     def wait(
         self,
         name: str,
-        namespace: str = "default",
+        namespace: str | None = None,
         timeout: float | None = None,
         *,
         poll: float = 0.2,
@@ -74,7 +83,8 @@ class TrainingClient:
         job whose supervisor died is taken over by a new one (see `backends.local.supervisor`).
         `poll` is the polling interval for backends that cannot watch."""
         if self._waiter is not None:
-            return self._waiter.wait(name, namespace, timeout)
+            return self._waiter.wait(name, self._ns(namespace), timeout)
+        namespace = self._ns(namespace)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             job = self.get(name, namespace)
@@ -94,33 +104,35 @@ class TrainingClient:
     def logs(
         self,
         name: str,
-        namespace: str = "default",
+        namespace: str | None = None,
         replica: str | None = None,
         follow: bool = False,
     ) -> Iterator[LogLine]:
         """Replicas' output lines tagged with their replica ("master-0"); only `replica`'s if
         given. With `follow`, streams until the job has finished."""
         if follow and self._recoverable is not None:
-            self._recoverable.recover(name, namespace)
-        return self.backend.logs(name, namespace, replica, follow)
+            self._recoverable.recover(name, self._ns(namespace))
+        return self.backend.logs(name, self._ns(namespace), replica, follow)
 
-    def delete(self, name: str, namespace: str = "default") -> None:
+    def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every replica and remove the job, logs included. NotFoundError if it does not
         exist (not idempotent, like `kubectl delete`: a second call raises)."""
-        self.backend.delete(name, namespace)
+        self.backend.delete(name, self._ns(namespace))
 
-    def stop(self, name: str, namespace: str = "default", reason: str = "stopped by user") -> None:
+    def stop(
+        self, name: str, namespace: str | None = None, reason: str = "stopped by user"
+    ) -> None:
         """Stop every replica of an unfinished job and record it Failed with `reason`; the job
         stays until deleted. Idempotent."""
-        self.backend.stop(name, namespace, reason)
+        self.backend.stop(name, self._ns(namespace), reason)
 
-    def suspend(self, name: str, namespace: str = "default") -> None:
+    def suspend(self, name: str, namespace: str | None = None) -> None:
         """Set spec.runPolicy.suspend: every replica is stopped, the job waits for `resume`."""
-        self.backend.set_suspended(name, namespace, True)
+        self.backend.set_suspended(name, self._ns(namespace), True)
 
-    def resume(self, name: str, namespace: str = "default") -> None:
+    def resume(self, name: str, namespace: str | None = None) -> None:
         """Clear spec.runPolicy.suspend: replicas start again (activeDeadline clock restarts)."""
-        self.backend.set_suspended(name, namespace, False)
+        self.backend.set_suspended(name, self._ns(namespace), False)
 
 
 # --- helpers integrations use ---------------------------------------------------------------------

@@ -337,3 +337,23 @@ def test_a_name_shared_by_two_kinds_is_reported_not_guessed(
     backend = KubernetesBackend(kubeconfig=kubeconfig, registry=registry)
     with pytest.raises(AmbiguousJobError, match="TFJob and PyTorchJob"):
         backend.get("same", "default")
+
+
+def test_the_client_looks_jobs_up_in_the_context_namespace_when_none_is_given(
+    server: ApiServer,
+    cluster: Cluster,
+    tmp_path: Path,
+    registry: KindRegistry,
+) -> None:
+    from trainop_core.client import TrainingClient
+
+    cluster.namespace("team-a")
+    path = server.write_kubeconfig(tmp_path / "kc", context="team")
+    path.write_text(path.read_text().replace("namespace: default", "namespace: team-a"))
+    client = TrainingClient(KubernetesBackend(kubeconfig=path, context="team", registry=registry))
+    client.create(make_job("XGBoostJob", "xgb").master().workers().job())
+    assert client.default_namespace == "team-a"
+    assert client.get("xgb").namespace == "team-a"
+    client.delete("xgb")
+    with pytest.raises(NotFoundError):
+        client.get("xgb")
