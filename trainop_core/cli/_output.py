@@ -28,7 +28,9 @@ def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str 
         "-n",
         "--namespace",
         default=None,
-        help=namespace_help or "the job's namespace (default: default)",
+        help=namespace_help
+        or "the job's namespace (default: the backend's: default locally, the kubeconfig "
+        "context's on Kubernetes)",
     )
 
 

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         client = TrainingClient(args.backend)
     except TrainopError as err:
         return report_error(err)
-    namespace = args.namespace or "default"
+    namespace = args.namespace or client.default_namespace
     code = EXIT_OK
     for name in args.names:
         try:

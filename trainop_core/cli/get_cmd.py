@@ -47,9 +47,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from trainop_core.client import TrainingClient
 
-    namespace = args.namespace or "default"
     try:
         client = TrainingClient(args.backend)
+        namespace = args.namespace or client.default_namespace
         if args.name:
             jobs = [client.get(args.name, namespace)]
         else:

@@ -34,9 +34,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from trainop_core.client import TrainingClient
 
-    namespace = args.namespace or "default"
     try:
         client = TrainingClient(args.backend)
+        namespace = args.namespace or client.default_namespace
         for line in client.logs(args.name, namespace, args.replica, args.follow):
             text = line.text if args.replica else f"{line.replica} | {line.text}"
             print(text, flush=args.follow)

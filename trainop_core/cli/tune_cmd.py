@@ -1,0 +1,203 @@
+"""`trainop tune FILE`: a hyperparameter search whose every trial is a training job.
+
+FILE is a job template (any kind) using `${trialParameters.NAME}`; each `--param NAME=SPEC` gives
+a search space (`loguniform:1e-4:1e-1`, `uniform:a:b`, `randint:a:b`, `choice:3,5,7`,
+`grid:1,2,3`). The search runs on Ray Tune (the `ray` extra) through `trainop_hpo.tune_job`;
+`--katib-export OUT.yaml` also writes the equivalent Katib Experiment.
+
+Ray and the HPO integration are imported inside `run`, so `trainop --help` works without them.
+Exit codes: 0 at least one trial succeeded, 1 every trial failed, 2 invalid input or no Ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainop_core.cli._output import EXIT_FAILED, EXIT_INVALID, EXIT_OK, table
+
+if TYPE_CHECKING:
+    from trainop_hpo.results import TrialSummary
+
+RAY_MISSING = "trainop tune needs Ray Tune: pip install 'trainop[ray]'"
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "tune",
+        help="hyperparameter search: every trial is a training job (Ray Tune)",
+        description=(
+            "Run a hyperparameter search over FILE, a job template of any kind whose command, "
+            "args or env use ${trialParameters.NAME}. Each trial is one job; its primary replica "
+            "prints `name=value` metric lines. Needs the ray extra (pip install 'trainop[ray]'). "
+            "Each trial takes --cpus-per-trial CPUs of this machine for its driver function. "
+            "Exit codes: 0 at least one trial succeeded, 1 every trial failed, 2 invalid input."
+        ),
+    )
+    parser.add_argument("file", type=Path, help="the job template's YAML or JSON file")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="a search space: loguniform:LO:HI, uniform:LO:HI, randint:LO:HI, choice:A,B,C or "
+        "grid:A,B,C (repeat for each parameter)",
+    )
+    parser.add_argument("--metric", required=True, help="the metric to optimise")
+    parser.add_argument("--mode", choices=("min", "max"), default="min")
+    parser.add_argument("--samples", type=int, default=1, help="trials (times every grid point)")
+    parser.add_argument("--scheduler", choices=("fifo", "asha"), default="fifo")
+    parser.add_argument(
+        "--backend", default="local", help="where trial jobs run: local | kubernetes"
+    )
+    parser.add_argument("-n", "--namespace", default="default", help="namespace of trial jobs")
+    parser.add_argument("--max-concurrent", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--cpus-per-trial", type=float, default=1.0, help="driver CPUs reserved per trial"
+    )
+    parser.add_argument("--time-budget", type=float, default=None, metavar="SECONDS")
+    parser.add_argument(
+        "--storage-path",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where Ray Tune keeps the experiment's results (default: ~/ray_results)",
+    )
+    parser.add_argument(
+        "--katib-export",
+        type=Path,
+        default=None,
+        metavar="OUT.yaml",
+        help="also write the equivalent Katib Experiment to OUT.yaml",
+    )
+    parser.add_argument(
+        "--export-only", action="store_true", help="with --katib-export: write it and stop"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("trainop_hpo") is None:
+        print(f"error: {RAY_MISSING}", file=sys.stderr)
+        return EXIT_INVALID
+    from trainop_hpo.space import parse_params
+
+    from trainop_core.errors import TrainopError
+
+    try:
+        _check_numbers(args)
+        space = parse_params(args.param)
+        _check_template(args.file, space)
+        if args.katib_export is not None:
+            _export(args, space)
+    except (TrainopError, ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.export_only:
+        return EXIT_OK
+    try:
+        import ray  # noqa: F401  (the extra is needed only from here on)
+    except ImportError:
+        print(f"error: {RAY_MISSING}", file=sys.stderr)
+        return EXIT_INVALID
+    return _search(args, space)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    if not args.param:
+        raise ValueError("give at least one --param NAME=SPEC")
+    if args.samples < 1:
+        raise ValueError(f"--samples must be at least 1, got {args.samples}")
+    if args.cpus_per_trial <= 0:
+        raise ValueError(f"--cpus-per-trial must be positive, got {args.cpus_per_trial:g}")
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise ValueError(f"--max-concurrent must be at least 1, got {args.max_concurrent}")
+    if args.export_only and args.katib_export is None:
+        raise ValueError("--export-only needs --katib-export OUT.yaml")
+
+
+def _check_template(path: Path, space: dict[str, Any]) -> None:
+    from trainop_hpo.template import check_parameters, read_template
+
+    check_parameters(read_template(path), space)
+
+
+def _export(args: argparse.Namespace, space: dict[str, Any]) -> None:
+    from trainop_hpo.katib import katib_experiment_yaml
+
+    text = katib_experiment_yaml(args.file, space, args.metric, args.mode)
+    args.katib_export.write_text(text)
+    print(f"wrote Katib Experiment to {args.katib_export}", file=sys.stderr)
+
+
+def _search(args: argparse.Namespace, space: dict[str, Any]) -> int:
+    import ray
+    from trainop_hpo.results import summarize
+    from trainop_hpo.tune import tune_job
+
+    started = _start_ray(ray)
+    try:
+        grid = tune_job(
+            args.file,
+            space,
+            metric=args.metric,
+            mode=args.mode,
+            num_samples=args.samples,
+            scheduler=None if args.scheduler == "fifo" else args.scheduler,
+            backend=args.backend,
+            namespace=args.namespace,
+            max_concurrent=args.max_concurrent,
+            resources_per_trial={"cpu": args.cpus_per_trial},
+            time_budget_s=args.time_budget,
+            storage_path=args.storage_path,
+        )
+    finally:
+        if started:
+            ray.shutdown()
+    summaries = summarize(grid, args.metric, args.mode)
+    print(_results_table(summaries, args.metric))
+    _print_failures(summaries)
+    return _print_best(summaries)
+
+
+def _start_ray(ray: Any) -> bool:
+    """A quiet local Ray instance unless one is running already (RAY_ADDRESS, ray.init)."""
+    import logging
+
+    # The table below says how every trial ended; Tune's own per-trial tracebacks and its
+    # progress boxes (the new output engine prints some even at verbose=0) are noise here.
+    logging.getLogger("ray.tune").setLevel(logging.CRITICAL)
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    if ray.is_initialized():
+        return False
+    ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    return True
+
+
+def _results_table(summaries: list[TrialSummary], metric: str) -> str:
+    rows = [["TRIAL", "PARAMS", metric.upper(), "STATE"]]
+    for s in summaries:
+        params = " ".join(f"{k}={v}" for k, v in sorted(s.params.items()))
+        value = "-" if s.metric is None else f"{s.metric:.6g}"
+        rows.append([s.trial_id, params, value, s.state])
+    return table(rows)
+
+
+def _print_best(summaries: list[TrialSummary]) -> int:
+    best = next((s for s in summaries if s.best), None)
+    if best is None:
+        print("error: every trial failed", file=sys.stderr)
+        return EXIT_FAILED
+    params = " ".join(f"{k}={v}" for k, v in sorted(best.params.items()))
+    print(f"best: {params} ({best.trial_id})")
+    return EXIT_OK
+
+
+def _print_failures(summaries: list[TrialSummary]) -> None:
+    for s in summaries:
+        if s.reason:
+            print(f"{s.trial_id}: {s.reason}", file=sys.stderr)
