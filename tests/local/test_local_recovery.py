@@ -127,3 +127,21 @@ def test_a_session_whose_number_was_reused_is_never_killed() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_process_with_native_threads_is_not_forked_from() -> None:
+    """Threads started by C libraries are invisible to `threading`; forking past them can hang."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    code = (
+        "from trainop_core.backends.local.spawn import _single_threaded\n"
+        "before = _single_threaded()\n"
+        "import torch\n"
+        "torch.set_num_threads(2)\n"
+        "torch.ones(512, 512) @ torch.ones(512, 512)\n"
+        "print(before, _single_threaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]

@@ -46,13 +46,27 @@ def spawn_supervisor(job_dir: JobDir, *, new_job: bool = False) -> bool:
             return False
         job_dir.control_file.unlink(missing_ok=True)
         job_dir.supervisor_pid.unlink(missing_ok=True)  # the new supervisor writes its own
-        if threading.active_count() == 1:
+        if _single_threaded():
             _fork(job_dir, fd)
         else:
             _exec(job_dir, fd)
         return True
     finally:
         os.close(fd)
+
+
+def _single_threaded() -> bool:
+    """True when forking is safe: no other thread at all, Python's or a native library's.
+
+    `threading.active_count()` does not see threads started by C libraries (OpenMP pools,
+    gRPC, Ray); a fork taken while one of those holds a lock can hang the child.
+    """
+    if threading.active_count() != 1:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no procfs: trust the interpreter's count
+        return True
 
 
 def _lock(fd: int, *, wait: bool) -> bool:
