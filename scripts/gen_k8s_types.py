@@ -27,7 +27,7 @@ def _model(name: str) -> Any:
 
 
 def collect(roots: tuple[str, ...] = ROOTS) -> dict[str, dict[str, str]]:
-    """Map every model reachable from the roots to {jsonField: type}, type in the client's notation."""
+    """Every model reachable from the roots as {jsonField: type}, in the client's notation."""
     table: dict[str, dict[str, str]] = {}
     todo = list(roots)
     while todo:
