@@ -1,0 +1,189 @@
+"""Katib export: the same search as a `kubeflow.org/v1beta1` Experiment driving the same job.
+
+The trialTemplate wraps the job template unchanged (`${trialParameters.x}` intact; Katib sets
+the trial's name and namespace itself), watches the container the kind runs its training process
+in on the pod labelled `training.kubeflow.org/job-role: master` with the StdOut metrics collector
+(the `name=value` lines of trainop_core.report), and reads success and failure from the job's
+conditions. Katib only drives kinds listed in its `trialResources` (MXJob is not there by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from trainop_core.templating import placeholders
+from trainop_hpo.space import ParamSpec, SpaceError, spec_of
+from trainop_hpo.template import TemplateSource, check_parameters, read_template, template_kind
+
+API_VERSION = "kubeflow.org/v1beta1"
+MASTER_ROLE_LABEL = {"training.kubeflow.org/job-role": "master"}
+SUCCESS_CONDITION = 'status.conditions.#(type=="Succeeded")#|#(status=="True")#'
+FAILURE_CONDITION = 'status.conditions.#(type=="Failed")#|#(status=="True")#'
+OBJECTIVE_TYPES = {"min": "minimize", "max": "maximize"}
+
+
+def katib_experiment(
+    template: TemplateSource,
+    param_space: Mapping[str, Any],
+    metric: str,
+    mode: str = "min",
+    *,
+    name: str | None = None,
+    namespace: str | None = None,
+    max_trials: int = 12,
+    parallel: int = 3,
+    max_failed: int | None = None,
+    algorithm: str = "random",
+    additional_metrics: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The Katib Experiment (a dict) for searching `param_space` over `template`'s jobs.
+
+    `param_space` takes what `tune_job` takes (ParamSpecs, `KIND:ARGS` strings, Ray Tune
+    domains, constants). Raises InvalidJobError if the parameters and the template's
+    placeholders differ, ValueError for a mode or a domain Katib cannot express.
+    """
+    job = read_template(template)
+    check_parameters(job, param_space)  # InvalidJobError: missing or unused
+    if mode not in OBJECTIVE_TYPES:
+        raise ValueError(f"mode {mode!r}: expected 'min' or 'max'")
+    metadata: dict[str, Any] = {"name": name or _default_name(job)}
+    if namespace:
+        metadata["namespace"] = namespace
+    spec: dict[str, Any] = {
+        "objective": _objective(metric, mode, additional_metrics),
+        "algorithm": {"algorithmName": algorithm},
+        "parallelTrialCount": parallel,
+        "maxTrialCount": max_trials,
+        "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
+        "parameters": [katib_parameter(key, value) for key, value in param_space.items()],
+        "trialTemplate": trial_template(job),
+    }
+    if max_failed is not None:
+        spec["maxFailedTrialCount"] = max_failed
+    return {"apiVersion": API_VERSION, "kind": "Experiment", "metadata": metadata, "spec": spec}
+
+
+def katib_experiment_yaml(*args: Any, **kwargs: Any) -> str:
+    """`katib_experiment(...)` as YAML text (fields in Katib's documented order)."""
+    return dump_experiment(katib_experiment(*args, **kwargs))
+
+
+def dump_experiment(experiment: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(experiment), sort_keys=False, default_flow_style=False, width=100)
+
+
+def trial_template(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Katib's trialTemplate around a job template of any kind. Pure."""
+    kind = template_kind(job)
+    used = placeholders(job)
+    return {
+        "primaryContainerName": kind.default_container,
+        "primaryPodLabels": dict(MASTER_ROLE_LABEL),
+        "successCondition": SUCCESS_CONDITION,
+        "failureCondition": FAILURE_CONDITION,
+        "trialParameters": [
+            {"name": key, "description": _where(paths), "reference": key}
+            for key, paths in used.items()
+        ],
+        "trialSpec": _trial_spec(job),
+    }
+
+
+def _where(paths: list[str]) -> str:
+    more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+    return f"used in {paths[0]}{more}"
+
+
+def _trial_spec(job: Mapping[str, Any]) -> dict[str, Any]:
+    # Katib names and places each trial's job itself; everything else goes through as written.
+    trial = dict(job)
+    metadata = {
+        k: v for k, v in (job.get("metadata") or {}).items() if k not in ("name", "namespace")
+    }
+    if metadata:
+        trial["metadata"] = metadata
+    else:
+        trial.pop("metadata", None)
+    return trial
+
+
+def _objective(metric: str, mode: str, additional: Sequence[str]) -> dict[str, Any]:
+    objective: dict[str, Any] = {"type": OBJECTIVE_TYPES[mode], "objectiveMetricName": metric}
+    if additional:
+        objective["additionalMetricNames"] = list(additional)
+    return objective
+
+
+def _default_name(job: Mapping[str, Any]) -> str:
+    return str((job.get("metadata") or {}).get("name") or "trial") + "-tune"
+
+
+# --- parameters ---------------------------------------------------------------------------------
+def katib_parameter(name: str, value: Any) -> dict[str, Any]:
+    """One entry of Katib's `parameters` for a search-space value; ValueError names `name`."""
+    spec = spec_of(name, value)
+    if spec is not None:
+        return _from_spec(spec)
+    if isinstance(value, Mapping) and "grid_search" in value:
+        return _listed(name, list(value["grid_search"]))
+    if type(value).__module__.startswith("ray."):
+        return _from_ray_domain(name, value)
+    if isinstance(value, bool | int | float | str):
+        return _listed(name, [value])  # a constant: a one-value list
+    raise SpaceError(f"parameter {name!r}: cannot express {value!r} as a Katib parameter")
+
+
+def _from_spec(spec: ParamSpec) -> dict[str, Any]:
+    if spec.kind in ("choice", "grid"):
+        return _listed(spec.name, list(spec.values))
+    if spec.kind == "randint":  # HI is excluded, Katib's max is included
+        return _ranged(spec.name, "int", int(spec.low), int(spec.high) - 1)
+    log = spec.kind == "loguniform"
+    return _ranged(spec.name, "double", spec.low, spec.high, log=log)
+
+
+def _from_ray_domain(name: str, domain: Any) -> dict[str, Any]:
+    sampler = getattr(domain, "sampler", None)
+    step = getattr(sampler, "q", None)
+    base = type(getattr(sampler, "sampler", sampler)).__name__
+    if base not in ("_Uniform", "_LogUniform"):
+        raise SpaceError(f"parameter {name!r}: Katib has no {base.strip('_')} distribution here")
+    kind = type(domain).__name__
+    if kind == "Categorical":
+        return _listed(name, list(domain.categories))
+    log = base == "_LogUniform"
+    if kind == "Float":
+        return _ranged(name, "double", domain.lower, domain.upper, log=log, step=step)
+    if kind == "Integer":  # Ray's upper bound is excluded unless quantized
+        upper = domain.upper if step is not None else domain.upper - 1
+        return _ranged(name, "int", domain.lower, upper, log=log, step=step)
+    raise SpaceError(f"parameter {name!r}: cannot express a Ray {kind} as a Katib parameter")
+
+
+def _ranged(
+    name: str, ptype: str, low: float, high: float, *, log: bool = False, step: Any = None
+) -> dict[str, Any]:
+    space = {"min": _text(low), "max": _text(high)}
+    if step is not None:
+        space["step"] = _text(step)
+    if log:
+        space["distribution"] = "logUniform"
+    return {"name": name, "parameterType": ptype, "feasibleSpace": space}
+
+
+def _listed(name: str, values: list[Any]) -> dict[str, Any]:
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    ptype = "discrete" if numeric else "categorical"
+    return {
+        "name": name,
+        "parameterType": ptype,
+        "feasibleSpace": {"list": [_text(v) for v in values]},
+    }
+
+
+def _text(value: Any) -> str:
+    # Katib's feasibleSpace holds strings.
+    return repr(value) if isinstance(value, float) else str(value)

@@ -1,0 +1,118 @@
+"""The trial runner on the Kubernetes backend: the same calls as locally, against the in-process
+API server (real HTTP) with the real operator; the kubelet stand-in plays the pods and their logs.
+Only the primary pod's metric lines may reach the runner."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from builders import make_job
+from trainop_hpo import TrialRunner
+
+from trainop_core.client import TrainingClient
+from trainop_core.crds import all_crds
+from trainop_core.errors import NotFoundError
+from trainop_core.kinds.table import build_registry
+from trainop_core.operator.manager import Manager
+from trainop_core.operator.options import Options
+from trainop_core.testing import ApiServer, Kubelet, Rule
+
+MASTER_LOG = "starting\nloss=0.5 step=1\nloss=0.25 accuracy=0.9 step=2\ndone\n"
+
+
+@pytest.fixture
+def server() -> Iterator[ApiServer]:
+    registry = build_registry(entry_points=False)
+    with ApiServer(bookmark_interval=0.2) as srv:
+        crds = srv.store.resource("customresourcedefinitions", "apiextensions.k8s.io")
+        for crd in all_crds(registry):
+            srv.store.create(crds, "", crd)
+        manager = Manager(
+            Options(metrics_bind_address="0", health_probe_bind_address="0"),
+            registry,
+            api_client=srv.api_client(),
+        )
+        thread = threading.Thread(target=manager.run, daemon=True, name="operator")
+        thread.start()
+        yield srv
+        manager.shutdown()
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def client(server: ApiServer, tmp_path: Path) -> TrainingClient:
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    return TrainingClient(backend="kubernetes", kubeconfig=str(kubeconfig))
+
+
+def template(kind: str) -> dict[str, object]:
+    builder = make_job(kind, "k8s-quad").master(restart_policy="Never").workers(2)
+    builder.command(["python", "train.py", "--lr", "${trialParameters.lr}"])
+    return builder.build()
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "XGBoostJob"])
+def test_metrics_come_from_the_primary_pod_only(
+    server: ApiServer, client: TrainingClient, kind: str
+) -> None:
+    rules = [
+        Rule(pattern="*-master-0", run_seconds=0.3, log=MASTER_LOG),
+        Rule(pattern="*-worker-*", run_seconds=0.3, log="loss=99 step=1\n"),
+    ]
+    with Kubelet(server, rules):
+        runner = TrialRunner(template(kind), client)
+        with runner.start({"lr": 0.1}, trial_id="k1") as trial:
+            records = [(r.step, r.values) for r in trial.metrics()]
+            result = trial.result(timeout=30)
+        assert records == [(1, {"loss": 0.5}), (2, {"loss": 0.25, "accuracy": 0.9})]
+        assert result.state == "Succeeded"
+        assert result.metrics == {"loss": 0.25, "accuracy": 0.9}
+        with pytest.raises(NotFoundError):
+            client.get(runner.job_name("k1"))
+
+
+def test_a_failed_pod_fails_the_trial_with_the_jobs_reason(
+    server: ApiServer, client: TrainingClient
+) -> None:
+    rules = [Rule(pattern="*-master-0", run_seconds=0.2, exit_code=1, log="loss=1 step=1\n")]
+    with Kubelet(server, [*rules, Rule(run_seconds=None)]):
+        with TrialRunner(template("PyTorchJob"), client).start({"lr": 0.1}) as trial:
+            result = trial.result(timeout=30)
+            name = trial.job_name
+        assert result.state == "Failed"
+        assert "Master replica(s) failed" in result.reason
+        assert result.metrics == {"loss": 1.0}
+        with pytest.raises(NotFoundError):
+            client.get(name)
+
+
+@pytest.mark.slow
+def test_a_ray_tune_search_runs_its_trials_as_kubernetes_jobs(
+    local_ray: None, server: ApiServer, client: TrainingClient, tmp_path: Path
+) -> None:
+    from trainop_hpo import summarize, tune_job
+
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    rules = [
+        Rule(pattern="*-master-0", run_seconds=0.3, log=MASTER_LOG),
+        Rule(pattern="*-worker-*", run_seconds=0.3, log="loss=99 step=1\n"),
+    ]
+    with Kubelet(server, rules):
+        grid = tune_job(
+            template("PyTorchJob"),
+            {"lr": "grid:0.1,0.2"},
+            "loss",
+            backend="kubernetes",
+            backend_options={"kubeconfig": str(kubeconfig)},
+            resources_per_trial={"cpu": 0.5},
+            storage_path=tmp_path / "tune",
+        )
+    rows = summarize(grid, "loss", "min")
+    assert [(r.params, r.metric, r.state) for r in rows] == [
+        ({"lr": 0.1}, 0.25, "Succeeded"),
+        ({"lr": 0.2}, 0.25, "Succeeded"),
+    ]
+    assert client.list() == [], "every trial's job was deleted"
