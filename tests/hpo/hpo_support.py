@@ -8,12 +8,10 @@ job's directory under the test's TRAINOP_HOME).
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import processes
 from builders import make_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,35 +50,11 @@ def _command(lr: str, steps: int, sleep: float) -> list[str]:
     return ["python", str(SCRIPT), "--lr", lr, "--steps", str(steps), "--sleep", str(sleep)]
 
 
-def _live(match: Callable[[Path], bool]) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state != "Z" and match(entry):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 def tagged_processes(tag: str) -> list[int]:
-    """Live replicas of this test (their environment carries the tag)."""
-    marker = f"{TAG}={tag}".encode()
-    return _live(lambda entry: marker in (entry / "environ").read_bytes().split(b"\0"))
-
-
-def supervisors(home: Path) -> list[int]:
-    """Live supervisors of jobs under `home`."""
-    prefix = str(home)
-    return _live(lambda entry: os.readlink(entry / "cwd").startswith(prefix))
+    """Pids of live processes whose environment carries `tag`: the test's replicas."""
+    return processes.tagged_processes(TAG, tag)
 
 
 def leftovers(tag: str, home: Path, timeout: float = 10.0) -> list[int]:
     """Replicas and supervisors still alive after up to `timeout` seconds (expected: none)."""
-    deadline = time.monotonic() + timeout
-    while (left := tagged_processes(tag) + supervisors(home)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
+    return processes.leftovers(TAG, tag, home, timeout)
