@@ -207,3 +207,10 @@ def test_the_api_and_crd_modules_import_no_optional_dependency() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_enum_values_print_as_they_are_written_in_yaml() -> None:
+    from trainop_core.api.types import CleanPodPolicy, ConditionType, RestartPolicy
+
+    shown = f"{ConditionType.SUCCEEDED} {RestartPolicy.EXIT_CODE} {CleanPodPolicy.NONE}"
+    assert shown == "Succeeded ExitCode None"

@@ -42,20 +42,27 @@ class ApiModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-class RestartPolicy(str, Enum):
+class WireEnum(str, Enum):
+    """Members print as their wire value: "Succeeded", not "ConditionType.SUCCEEDED"."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class RestartPolicy(WireEnum):
     ALWAYS = "Always"
     ON_FAILURE = "OnFailure"
     NEVER = "Never"
     EXIT_CODE = "ExitCode"
 
 
-class CleanPodPolicy(str, Enum):
+class CleanPodPolicy(WireEnum):
     ALL = "All"
     RUNNING = "Running"
     NONE = "None"
 
 
-class ConditionType(str, Enum):
+class ConditionType(WireEnum):
     CREATED = "Created"
     RUNNING = "Running"
     RESTARTING = "Restarting"
@@ -64,7 +71,7 @@ class ConditionType(str, Enum):
     FAILED = "Failed"
 
 
-class ConditionStatus(str, Enum):
+class ConditionStatus(WireEnum):
     TRUE = "True"
     FALSE = "False"
     UNKNOWN = "Unknown"

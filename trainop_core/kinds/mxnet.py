@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from enum import Enum
 from typing import Any
 
 from pydantic import Field
 
 from trainop_core.api.job import JobSpec, TrainingJob
-from trainop_core.api.types import ReplicaSpec, RestartPolicy
+from trainop_core.api.types import ReplicaSpec, RestartPolicy, WireEnum
 from trainop_core.errors import Problem
 from trainop_core.kinds.base import ClusterContext, Kind, ReplicaCounts, Verdict
 from trainop_core.kinds.common import (
@@ -23,7 +22,7 @@ from trainop_core.kinds.common import (
 )
 
 
-class JobMode(str, Enum):
+class JobMode(WireEnum):
     TRAIN = "MXTrain"
     TUNE = "MXTune"
 
