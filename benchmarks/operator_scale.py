@@ -253,6 +253,18 @@ def counts(server: ApiServer, registry: KindRegistry) -> tuple[int, int]:
     return pods, succeeded
 
 
+def wait_for_event_writes(server: ApiServer, quiet: float = 1.0, limit: float = 30.0) -> None:
+    """Until no event has been written for `quiet` seconds (at most `limit`)."""
+    deadline, last, last_change = time.monotonic() + limit, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        written = server.stats.requests.get(("create", "events"), 0)
+        if written != last:
+            last, last_change = written, time.monotonic()
+        elif time.monotonic() - last_change >= quiet:
+            return
+        time.sleep(0.1)
+
+
 def by_verb_and_resource(server: ApiServer) -> dict[str, int]:
     return {f"{verb} {res}": n for (verb, res), n in sorted(server.stats.requests.items())}
 
@@ -306,6 +318,7 @@ def measure(
             next_scrape += args.scrape_every
         time.sleep(0.25)
     result.depth_samples.append((round(time.monotonic() - started, 1), queue_depth(operators)))
+    wait_for_event_writes(server)  # events are written asynchronously, after the reconcile
     result.requests = by_verb_and_resource(server)
     result.watches_opened = server.stats.total_watches - opened_before
     buckets = reconcile_buckets([op.metrics() for op in operators])

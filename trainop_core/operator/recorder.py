@@ -17,7 +17,10 @@ from trainop_core.api.types import format_time, utc_now
 from trainop_core.operator.kube import EVENTS, ApiError, KubeClient, Obj
 
 log = logging.getLogger(__name__)
-QUEUE_SIZE = 1000
+# One operator records for every kind, so a burst of N jobs queues ~13 N events within seconds:
+# client-go's 1,000 dropped more than half of them at 400 jobs (benchmarks/operator_scale.py).
+# An event is about 1 KiB, so this bounds the backlog at ~10 MiB.
+QUEUE_SIZE = 10_000
 
 
 class EventRecorder:
