@@ -71,6 +71,35 @@ def test_run_streams_prefixed_logs_and_exits_0_on_success(
     assert err.count("are not pulled") == 1
 
 
+def test_run_reads_the_job_from_stdin_and_rm_deletes_it_at_the_end(
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    (tmp_path / "hi.py").write_text("import os\nprint('hi', os.environ['WORLD_SIZE'])\n")
+    job = make_job("XGBoostJob", "piped").master().workers(1).command(["python", "hi.py"])
+    monkeypatch.chdir(tmp_path)  # with `-`, relative paths resolve in the current directory
+    monkeypatch.setattr(sys, "stdin", io.StringIO(job.yaml()))
+    code = main(["run", "-", "--rm"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "master-0 | hi 2" in out.splitlines()
+    assert 'xgboostjob.kubeflow.org "piped" deleted' in err
+    assert _names(tmp_path / "home") == []
+
+
+def test_run_rm_deletes_a_failed_job_too(
+    env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = make_job("TFJob", "gone").workers(1, command=py("raise SystemExit(3)"))
+    assert main(["run", str(job_file(tmp_path, job)), "--rm"]) == 1
+    assert "Failed" in capsys.readouterr().err
+    assert _names(tmp_path / "home") == []
+
+
 def test_run_exits_1_when_the_job_fails(
     env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -49,7 +49,14 @@ def register(subparsers: Any) -> None:
             "Failed, and it stays until `trainop delete`."
         ),
     )
-    parser.add_argument("file", type=Path, help="the job's YAML or JSON file")
+    parser.add_argument(
+        "file", help="the job's YAML or JSON file, or - to read it from standard input"
+    )
+    parser.add_argument(
+        "--rm",
+        action="store_true",
+        help="delete the job when the run ends, however it ends (its logs go with it)",
+    )
     parser.add_argument(
         "--timeout",
         type=float,
@@ -75,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     setup_logging()
     try:
         client = TrainingClient(args.backend)
-        job = client.create(args.file, namespace=args.namespace)
+        job = client.create(_source(args.file), namespace=args.namespace)
     except TrainopError as err:
         return report_error(err)
     print(f"{resource(job.kind)}/{job.name} created", file=sys.stderr, flush=True)
@@ -84,6 +91,23 @@ def run(args: argparse.Namespace) -> int:
         return _Follower(client, job, args.timeout).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if args.rm:
+            _remove(client, job)
+
+
+def _source(file: str) -> str | Path:
+    """The job file's path, or the job text itself for `-` (relative paths then resolve in the
+    current directory)."""
+    return sys.stdin.read() if file == "-" else Path(file)
+
+
+def _remove(client: TrainingClient, job: TrainingJob) -> None:
+    try:
+        client.delete(job.name, job.namespace)
+    except TrainopError as err:  # already gone (e.g. its TTL expired): nothing left to remove
+        print(f"trainop: {err}", file=sys.stderr)
+    else:
+        print(f'{resource(job.kind)} "{job.name}" deleted', file=sys.stderr, flush=True)
 
 
 class _Follower:

@@ -68,12 +68,14 @@ def run_training_job(
     )
 
 
-# `trainop run FILE` only reads a file, so the job text (an input) is written to one first. `$0`..
-# `$3` are the args below; an empty namespace keeps the job's own.
+# The job text (an input) is written to a file, not piped to `trainop run -`, so that `exec` makes
+# trainop PID 1 and it receives the SIGTERM of a cancelled run. `--rm` deletes the job however the
+# run ends (its output is in the step's log). `$0`..`$3` are the args below; an empty namespace
+# keeps the job's own.
 _RUN_SCRIPT = (
     'job_file="$(mktemp -d)/job.yaml"\n'
     'printf "%s\\n" "$0" > "$job_file"\n'
-    'exec trainop run "$job_file" --backend "$1" ${2:+--namespace "$2"} --timeout "$3"\n'
+    'exec trainop run "$job_file" --rm --backend "$1" ${2:+--namespace "$2"} --timeout "$3"\n'
 )
 
 
@@ -85,7 +87,7 @@ def trainop_run(
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
 ) -> dsl.ContainerSpec:
     """`trainop run` in the project image: streams every replica's output, exits 0 when the job
-    Succeeded, 1 when it Failed, 124 on timeout, 143 on SIGTERM (the job is stopped)."""
+    Succeeded, 1 when it Failed, 124 on timeout, 143 on SIGTERM; the job is deleted at the end."""
     return dsl.ContainerSpec(
         image=IMAGE,
         command=["sh", "-ec", _RUN_SCRIPT],
