@@ -50,16 +50,23 @@ class TrainingClient:
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.default_namespace
 
-    def create(self, job: JobSource, *, namespace: str | None = None) -> TrainingJob:
+    def create(
+        self,
+        job: JobSource,
+        *,
+        namespace: str | None = None,
+        workdir: str | Path | None = None,
+    ) -> TrainingJob:
         """Validate, default and start `job` (a model, a YAML/JSON file path or text, a dict).
 
         Raises InvalidJobError listing every problem (nothing is created then), and
         AlreadyExistsError if namespace/name exists (finished jobs exist until deleted). Relative
-        paths in the job (e.g. `command: [python, train.py]`) resolve against the job file's
-        directory when created from a file, else against the current directory.
+        paths in the job (e.g. `command: [python, train.py]`) resolve against `workdir` if given,
+        else the job file's directory when created from a file, else the current directory.
         """
-        kind, prepared, workdir = prepare_source(job, namespace)
-        return self.backend.create(prepared, kind, workdir=workdir)
+        kind, prepared, origin = prepare_source(job, namespace)
+        where = Path(workdir).resolve() if workdir is not None else origin
+        return self.backend.create(prepared, kind, workdir=where)
 
     def get(self, name: str, namespace: str | None = None) -> TrainingJob:
         """The job with its current status; NotFoundError if there is none."""

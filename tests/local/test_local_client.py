@@ -79,6 +79,17 @@ def test_create_from_a_file_resolves_relative_paths_next_to_it(tmp_path: Path) -
     assert backend.created == [("PyTorchJob", tmp_path)]
 
 
+def test_an_explicit_workdir_wins_for_a_job_given_as_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = FakeBackend([("Created",)])
+    monkeypatch.chdir(ROOT)
+    client = TrainingClient(backend)  # type: ignore[arg-type]
+    client.create(minimal_job("PyTorchJob", "data").build(), workdir=tmp_path / "w")
+    client.create(minimal_job("PyTorchJob", "here").build())
+    assert backend.created == [("PyTorchJob", (tmp_path / "w").resolve()), ("PyTorchJob", ROOT)]
+
+
 def test_wait_returns_the_finished_job_and_times_out_clearly() -> None:
     backend = FakeBackend([("Created",), ("Created", "Running"), ("Created", "Running", "Failed")])
     client = TrainingClient(backend)  # type: ignore[arg-type]

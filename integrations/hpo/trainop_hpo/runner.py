@@ -50,9 +50,7 @@ class TrialRunner:
     Trials' jobs go to `namespace`, else to the template's own, else to the client's default
     ("default", or the kubeconfig context's namespace on Kubernetes). Relative paths in the
     template resolve against the template file's directory, else against
-    `workdir` (default: the current directory when the runner was made). `start` changes the
-    current directory around `TrainingClient.create` when that differs, so call it from one
-    thread at a time (trials themselves may be followed from any thread).
+    `workdir` (default: the current directory when the runner was made).
     """
 
     def __init__(
@@ -77,8 +75,7 @@ class TrialRunner:
         return its trial at once. Raises InvalidJobError before creating anything if the
         parameters do not fit the template, AlreadyExistsError if the trial id was used."""
         job = trial_job(self.template, params, trial_id or new_trial_id())
-        with _working_directory(self.workdir):  # where the client resolves relative paths
-            created = self.client.create(job, namespace=self.namespace)
+        created = self.client.create(job, namespace=self.namespace, workdir=self.workdir)
         return Trial(self.client, created.name, created.namespace, primary_replica(created))
 
 
@@ -175,18 +172,3 @@ def _failure_reason(job: Any) -> str:
     conditions = job.status.conditions if job.status else []
     failed = [c for c in conditions if c.type.value == "Failed" and c.status.value == "True"]
     return (failed[-1].message or failed[-1].reason or "") if failed else "job failed"
-
-
-@contextlib.contextmanager
-def _working_directory(path: Path) -> Iterator[None]:
-    # TrainingClient.create resolves relative paths of a job given as a dict against the current
-    # directory; it has no workdir parameter yet, so the runner sets the directory around it.
-    before = os.getcwd()
-    if Path(before) == path:
-        yield
-        return
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)

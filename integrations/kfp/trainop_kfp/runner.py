@@ -11,7 +11,6 @@ when SIGTERM arrives (the pipeline run was cancelled), the job is deleted first.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -148,20 +147,7 @@ def render_template(template: str, params: Mapping[str, Any]) -> dict[str, Any]:
 def _create(
     client: TrainingClient, job: dict[str, Any], namespace: str | None, workdir: str | Path | None
 ) -> TrainingJob:
-    # TrainingClient resolves a dict job's relative paths against the current directory.
-    with _working_directory(workdir):
-        return client.create(job, namespace=namespace)
-
-
-@contextlib.contextmanager
-def _working_directory(path: str | Path | None) -> Iterator[None]:
-    previous = os.getcwd()
-    if path:
-        os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
+    return client.create(job, namespace=namespace, workdir=workdir or None)
 
 
 def _follow(
