@@ -1,6 +1,7 @@
 """Apply a planner `Plan` to the cluster: the only place a controller writes.
 
 Order (the Plan's contract): deletions, PodGroup, creations, status, events, metrics, TTL delete.
+A plan that creates children is applied only after a live read shows its job still exists.
 Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
 that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
 create). AlreadyExists means our cache is behind: it is not an error, the job is simply requeued.
@@ -74,6 +75,8 @@ class Applier:
         annotated one when the status was written too).
         """
         out = Outcome()
+        if (plan.create_pods or plan.create_services) and not self._owner_alive(job, out):
+            return out  # the job is gone or going: children made now would be orphans
         ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
         pods_key, services_key = expectation_keys(self.kind, ns, name)
         self._delete(job, PODS, plan.delete_pods, pods_key, out)
@@ -98,6 +101,25 @@ class Applier:
     def record(self, job: Obj, type_: str, reason: str, message: str) -> None:
         """An Event on `job` from this kind's controller (queued; never blocks or fails)."""
         self.recorder.record(job, type_, reason, message, self.kind.controller_name)
+
+    def _owner_alive(self, job: Obj, out: Outcome) -> bool:
+        """A live read before creating children: is the cached job still there, same uid, and not
+        being deleted?
+
+        The job watch can lag behind the pod watch: when a job is deleted, the garbage collector's
+        pod deletions may arrive first, and a plan from the stale cached job would create its
+        pods again (upstream re-checks with a live read before adopting, for the same reason).
+        """
+        meta = job["metadata"]
+        ns = meta.get("namespace", "default")
+        try:
+            live = self.client.get(self.job_resource, ns, meta["name"])
+        except ApiError as exc:
+            if not exc.not_found:
+                out.errors.append(f"read {self.kind.kind} {meta['name']}: {exc}")
+            return False
+        live_meta = live.get("metadata", {})
+        return live_meta.get("uid") == meta.get("uid") and not live_meta.get("deletionTimestamp")
 
     # --- children ------------------------------------------------------------------------------
     def _delete(self, job: Obj, res: Resource, names: list[str], key: str, out: Outcome) -> None:

@@ -1,0 +1,94 @@
+"""The applier: the only place a controller writes, checked against a real API server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opkit import Cluster
+
+from trainop_core.kinds.table import build_registry
+from trainop_core.operator.effects import Applier
+from trainop_core.operator.expectations import Expectations
+from trainop_core.operator.kube import KubeClient
+from trainop_core.operator.manager import job_resource
+from trainop_core.operator.metrics import OperatorMetrics
+from trainop_core.operator.recorder import EventRecorder
+from trainop_core.planner.types import Plan
+
+KIND = build_registry(entry_points=False).get("PyTorchJob")
+
+
+@pytest.fixture
+def applier(cluster: Cluster) -> Applier:
+    client = KubeClient(cluster.server.api_client(), qps=-1)
+    return Applier(
+        KIND,
+        job_resource(KIND),
+        client,
+        EventRecorder(client),
+        Expectations(),
+        OperatorMetrics(),
+    )
+
+
+def stored_job(cluster: Cluster, name: str) -> dict[str, Any]:
+    body = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"pytorchReplicaSpecs": {}},
+    }
+    return cluster.create_job(body)
+
+
+def pod(job: dict[str, Any], name: str) -> dict[str, Any]:
+    meta = job["metadata"]
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": meta["name"]}
+    owner |= {"uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "ownerReferences": [owner]},
+        "spec": {"containers": [{"name": "pytorch", "image": "busybox"}]},
+    }
+
+
+def pods_named(cluster: Cluster, name: str) -> list[str]:
+    return [p.metadata.name for p in cluster.core.list_namespaced_pod("default").items
+            if p.metadata.name == name]  # fmt: skip
+
+
+def pod_creations(cluster: Cluster) -> int:
+    """Pod creations the server accepted (the garbage collector may remove orphans later)."""
+    return cluster.server.stats.requests[("create", "pods")]
+
+
+def test_children_of_a_live_job_are_created(cluster: Cluster, applier: Applier) -> None:
+    job = stored_job(cluster, "alive")
+    out = applier.apply(job, Plan(create_pods=[pod(job, "alive-master-0")]), None)
+    assert out.errors == []
+    assert pods_named(cluster, "alive-master-0") == ["alive-master-0"]
+
+
+def test_a_stale_cached_job_that_was_deleted_gets_no_new_children(
+    cluster: Cluster, applier: Applier
+) -> None:
+    """The job watch lags the pod watch: a plan from the cached job must not recreate pods."""
+    cached = stored_job(cluster, "gone")
+    cluster.delete_job("PyTorchJob", "gone")
+    before = pod_creations(cluster)
+    out = applier.apply(cached, Plan(create_pods=[pod(cached, "gone-master-0")]), None)
+    assert out.errors == []
+    assert pod_creations(cluster) == before
+
+
+def test_a_job_recreated_under_the_same_name_is_not_mistaken_for_the_cached_one(
+    cluster: Cluster, applier: Applier
+) -> None:
+    cached = stored_job(cluster, "again")
+    cluster.delete_job("PyTorchJob", "again")
+    stored_job(cluster, "again")  # a new uid
+    before = pod_creations(cluster)
+    applier.apply(cached, Plan(create_pods=[pod(cached, "again-master-0")]), None)
+    assert pod_creations(cluster) == before
