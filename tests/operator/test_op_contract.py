@@ -53,6 +53,14 @@ def expected_names(kind_name: str, job: str) -> list[str]:
     )
 
 
+def running(env: Cluster, job: str, names: list[str]) -> bool:
+    """Exactly these pods exist and all run (one listing: `all()` of an empty list is True)."""
+    pods = env.pods(job)
+    return [p.metadata.name for p in pods] == names and all(
+        p.status.phase == "Running" for p in pods
+    )
+
+
 def default_container(pod: Any, kind: Kind) -> Any:
     return next(c for c in pod.spec.containers if c.name == kind.default_container)
 
@@ -126,18 +134,12 @@ def test_exit_code_policy_recreates_a_pod_killed_by_a_signal(env: Cluster, kind_
     env.rule(f"{name}-*", run_seconds=None)
     env.create_job(job_of(kind_name, name, restart_policy="ExitCode").build())
     names = expected_names(kind_name, name)
-    wait_for(
-        lambda: (
-            all(p.status.phase == "Running" for p in env.pods(name))
-            and len(env.pods(name)) == len(names)
-        ),
-        what="pods running",
-    )
+    wait_for(lambda: running(env, name, names), what="pods running")
     victim = names[0]
     env.kubelet.terminate("default", victim, exit_code=137)
     wait_for(lambda: env.pod_adds[f"default/{victim}"] == 2, what="victim re-created")
     assert env.conditions(kind_name, name).get("Failed") != "True"
-    wait_for(lambda: all(p.status.phase == "Running" for p in env.pods(name)), what="running")
+    wait_for(lambda: running(env, name, names), what="running")
     for pod in names:
         env.kubelet.terminate("default", pod, exit_code=0)
     env.wait_condition(kind_name, name, "Succeeded")

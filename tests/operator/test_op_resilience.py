@@ -168,8 +168,8 @@ def test_a_lagging_job_cache_cannot_resurrect_the_pods_of_a_finished_job(
     cluster.create_job(minimal_job("PyTorchJob", name).run_policy(cleanPodPolicy="All").build())
     wait_for(
         lambda: (
-            all(p.status.phase == "Running" for p in cluster.pods(name))
-            and len(cluster.pods(name)) == 2
+            len(pods := cluster.pods(name)) == 2  # one listing: all() of [] is True
+            and all(p.status.phase == "Running" for p in pods)
         ),
         what="running",
     )
