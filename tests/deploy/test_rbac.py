@@ -8,19 +8,17 @@ gang scheduling on, against the in-process API server.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from builders import make_job
+from clusters import install_crds, running_operator
 from deploy_manifests import find, kustomize
 
-from trainop_core.crds import all_crds
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator import kube
-from trainop_core.operator.manager import Manager
 from trainop_core.operator.options import LeaseTimings, Options
 from trainop_core.testing import ApiServer, Kubelet, Rule
 
@@ -90,14 +88,12 @@ JOBS = {
 @pytest.fixture
 def cluster(registry: KindRegistry) -> Iterator[ApiServer]:
     with ApiServer(bookmark_interval=0.5) as server, Kubelet(server, [Rule(run_seconds=0.2)]):
-        crds = server.store.resource("customresourcedefinitions", "apiextensions.k8s.io")
-        for crd in [*all_crds(registry), pod_group_crd()]:
-            server.store.create(crds, "", crd)  # in-process: not counted as requests
+        install_crds(server, registry, extra=[pod_group_crd()])
         yield server
 
 
-def run_operator(server: ApiServer, registry: KindRegistry) -> tuple[Manager, threading.Thread]:
-    options = Options(
+def operator_options() -> Options:
+    return Options(
         gang_scheduler_name=PLUGINS_SCHEDULER,
         metrics_bind_address="0",
         health_probe_bind_address="0",
@@ -105,10 +101,6 @@ def run_operator(server: ApiServer, registry: KindRegistry) -> tuple[Manager, th
         leader_election_namespace="default",
         lease=LeaseTimings(3.0, 2.0, 0.2),
     )
-    manager = Manager(options, registry, api_client=server.api_client())
-    thread = threading.Thread(target=manager.run, daemon=True, name="operator")
-    thread.start()
-    return manager, thread
 
 
 def job_count(server: ApiServer, registry: KindRegistry) -> int:
@@ -127,15 +119,11 @@ def test_every_request_of_a_running_operator_is_granted(
     for kind, builder in JOBS.items():
         job = builder.run_policy(ttlSecondsAfterFinished=0, cleanPodPolicy="All").build()
         store.create(store.resource(registry.get(kind).plural, "kubeflow.org"), "default", job)
-    manager, thread = run_operator(cluster, registry)
-    try:
+    with running_operator(cluster, registry, operator_options()):
         deadline = time.monotonic() + 60
         while job_count(cluster, registry) and time.monotonic() < deadline:
             time.sleep(0.1)  # finished, cleaned up, then deleted by TTL
         assert job_count(cluster, registry) == 0, "the operator did not finish every job"
-    finally:
-        manager.shutdown()
-        thread.join(timeout=10)
     groups = {plural: group for group, plural in declared_resources(registry)}
     groups["podgroups"] = "scheduling.x-k8s.io"  # only scheduler-plugins' CRD is installed
     used = {(groups[resource], resource, verb) for verb, resource in cluster.stats.requests}

@@ -3,7 +3,6 @@ and the kubelet stand-in: what `pyflyte serve connector` does for propeller."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from typing import Any
 
 import flyte_tasks
 import pytest
+from clusters import install_crds, running_operator
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekit.extend.backend.utils import render_task_template
@@ -25,11 +25,8 @@ testing = pytest.importorskip("trainop_core.testing", reason="trainop_core.testi
 from trainop_flyte.connector import TrainingJobConnector, TrainingJobMetadata  # noqa: E402
 
 from trainop_core.client import TrainingClient  # noqa: E402 -- after the skips
-from trainop_core.crds import all_crds  # noqa: E402
 from trainop_core.errors import NotFoundError  # noqa: E402
 from trainop_core.kinds.table import build_registry  # noqa: E402
-from trainop_core.operator.manager import Manager  # noqa: E402
-from trainop_core.operator.options import Options  # noqa: E402
 
 NAMESPACE = "proj-dev"
 OUTPUT_PREFIX = "s3://bucket/metadata/proj/dev/abc123/n0/data/0"
@@ -39,20 +36,10 @@ OUTPUT_PREFIX = "s3://bucket/metadata/proj/dev/abc123/n0/data/0"
 def server() -> Iterator[Any]:
     registry = build_registry(entry_points=False)
     with testing.ApiServer() as api:
-        crds = api.store.resource("customresourcedefinitions", "apiextensions.k8s.io")
-        for crd in all_crds(registry):
-            api.store.create(crds, "", crd)
+        install_crds(api, registry)
         api.store.create(api.store.resource("namespaces"), "", {"metadata": {"name": NAMESPACE}})
-        manager = Manager(
-            Options(metrics_bind_address="0", health_probe_bind_address="0"),
-            registry,
-            api_client=api.api_client(),
-        )
-        thread = threading.Thread(target=manager.run, daemon=True, name="operator")
-        thread.start()
-        yield api
-        manager.shutdown()
-        thread.join(timeout=10)
+        with running_operator(api, registry):
+            yield api
 
 
 @pytest.fixture

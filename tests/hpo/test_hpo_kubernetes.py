@@ -4,20 +4,17 @@ Only the primary pod's metric lines may reach the runner."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from builders import make_job
+from clusters import install_crds, running_operator
 from trainop_hpo import TrialRunner
 
 from trainop_core.client import TrainingClient
-from trainop_core.crds import all_crds
 from trainop_core.errors import NotFoundError
 from trainop_core.kinds.table import build_registry
-from trainop_core.operator.manager import Manager
-from trainop_core.operator.options import Options
 from trainop_core.testing import ApiServer, Kubelet, Rule
 
 MASTER_LOG = "starting\nloss=0.5 step=1\nloss=0.25 accuracy=0.9 step=2\ndone\n"
@@ -27,19 +24,9 @@ MASTER_LOG = "starting\nloss=0.5 step=1\nloss=0.25 accuracy=0.9 step=2\ndone\n"
 def server() -> Iterator[ApiServer]:
     registry = build_registry(entry_points=False)
     with ApiServer(bookmark_interval=0.2) as srv:
-        crds = srv.store.resource("customresourcedefinitions", "apiextensions.k8s.io")
-        for crd in all_crds(registry):
-            srv.store.create(crds, "", crd)
-        manager = Manager(
-            Options(metrics_bind_address="0", health_probe_bind_address="0"),
-            registry,
-            api_client=srv.api_client(),
-        )
-        thread = threading.Thread(target=manager.run, daemon=True, name="operator")
-        thread.start()
-        yield srv
-        manager.shutdown()
-        thread.join(timeout=10)
+        install_crds(srv, registry)
+        with running_operator(srv, registry):
+            yield srv
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Helpers for the kubernetes backend tests: CRD installation, polling, and the operator stand-in.
+"""Helpers for the kubernetes backend tests: polling, and the operator stand-in.
 
 Tests that do not run the operator stand in for it through `Cluster`: it writes job status and
 replica pods straight into the server's store (no HTTP, so request counters show only what the
@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from trainop_core.api.types import format_time, utc_now
-from trainop_core.crds import all_crds
 from trainop_core.kinds.table import KindRegistry
 from trainop_core.testing import ApiServer, Kubelet
 
@@ -28,12 +27,6 @@ def wait_for(check: Callable[[], T], timeout: float = 5.0) -> T:
             raise AssertionError(f"not true within {timeout}s")
         time.sleep(0.02)
     return value
-
-
-def install_crds(server: ApiServer, registry: KindRegistry) -> None:
-    crds = server.store.resource("customresourcedefinitions", "apiextensions.k8s.io")
-    for crd in all_crds(registry):
-        server.store.create(crds, "", crd)
 
 
 class Cluster:

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from backend_cluster import Cluster, install_crds
+from backend_cluster import Cluster
+from clusters import install_crds
 
 from trainop_core.backends.kubernetes import KubernetesBackend
 from trainop_core.kinds.base import Kind

@@ -3,30 +3,24 @@ test API server, the kubelet stand-in runs the pods, the client only talks HTTP 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from builders import make_job
+from clusters import running_operator
 
 from trainop_core.client import TrainingClient, job_state
 from trainop_core.errors import InvalidJobError, NotFoundError
 from trainop_core.kinds.table import KindRegistry
 from trainop_core.operator.manager import Manager
-from trainop_core.operator.options import Options
 from trainop_core.testing import ApiServer, Kubelet, Rule
 
 
 @pytest.fixture
 def operator(server: ApiServer, registry: KindRegistry) -> Iterator[Manager]:
-    options = Options(metrics_bind_address="0", health_probe_bind_address="0")
-    manager = Manager(options, registry, api_client=server.api_client())
-    thread = threading.Thread(target=manager.run, daemon=True, name="operator")
-    thread.start()
-    yield manager
-    manager.shutdown()
-    thread.join(timeout=10)
+    with running_operator(server, registry) as manager:
+        yield manager
 
 
 @pytest.fixture

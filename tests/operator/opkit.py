@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from clusters import install_crds
 from kubernetes import client
 
-from trainop_core.crds import all_crds
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator.manager import Manager
 from trainop_core.operator.options import LeaseTimings, Options
@@ -130,9 +130,7 @@ class Cluster:
 def start_cluster(tmp: Path, bookmark_interval: float = 0.5) -> Cluster:
     server = ApiServer(bookmark_interval=bookmark_interval).start()
     registry = build_registry(entry_points=False)
-    crds = server.store.resource("customresourcedefinitions", "apiextensions.k8s.io")
-    for crd in all_crds(registry):
-        server.store.create(crds, "", crd)
+    install_crds(server, registry)
     kubelet = Kubelet(server).start()
     return Cluster(server, kubelet, registry, server.write_kubeconfig(tmp / "kubeconfig"))
 
