@@ -10,7 +10,8 @@ create). AlreadyExists means our cache is behind: it is not an error, the job is
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,17 @@ class Outcome:
 
     errors: list[str] = field(default_factory=list)
     cache_stale: bool = False
+
+
+@contextmanager
+def _conflict_means_replan() -> Iterator[None]:
+    """A write to the job that lost an optimistic-concurrency race becomes StatusConflict."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.conflict:
+            raise StatusConflict(str(exc)) from exc
+        raise
 
 
 def expectation_keys(kind: Kind, namespace: str, name: str) -> tuple[str, str]:
@@ -201,14 +213,10 @@ class Applier:
         patch = {
             "metadata": {"annotations": annotations, "resourceVersion": meta.get("resourceVersion")}
         }
-        try:
+        with _conflict_means_replan():
             return self.client.patch(
                 self.job_resource, meta.get("namespace", "default"), meta["name"], patch
             )
-        except ApiError as exc:
-            if exc.conflict:
-                raise StatusConflict(str(exc)) from exc
-            raise
 
     def _write_status(self, job: Obj, status: dict[str, Any]) -> Obj | None:
         """PUT the status subresource if it changed; the written job, or None if unchanged."""
@@ -216,14 +224,10 @@ class Applier:
             return None
         meta = job["metadata"]
         body = dict(job, status=status)
-        try:
+        with _conflict_means_replan():
             return self.client.replace_status(
                 self.job_resource, meta.get("namespace", "default"), meta["name"], body
             )
-        except ApiError as exc:
-            if exc.conflict:
-                raise StatusConflict(str(exc)) from exc
-            raise
 
     def _delete_job(self, job: Obj, out: Outcome) -> None:
         meta = job["metadata"]
