@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from trainop_core.api.job import TrainingJob
+from trainop_core.api.types import ConditionType
 from trainop_core.backends.base import Backend, LogLine, Recoverable, Waiter
 from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem
 from trainop_core.kinds.base import Kind
+from trainop_core.planner.conditions import is_finished as status_finished
+from trainop_core.planner.conditions import is_true
 
 JobSource = TrainingJob | str | Path | Mapping[str, Any]
-
-FINISHED_STATES = ("Succeeded", "Failed")
 
 
 class TrainingClient:
@@ -152,13 +153,12 @@ def job_state(job: TrainingJob) -> str:
 
 
 def is_finished(job: TrainingJob) -> bool:
-    conditions = job.status.conditions if job.status else []
-    return any(c.type.value in FINISHED_STATES and c.status.value == "True" for c in conditions)
+    """Whether the job has Succeeded or Failed."""
+    return job.status is not None and status_finished(job.status)
 
 
 def is_succeeded(job: TrainingJob) -> bool:
-    conditions = job.status.conditions if job.status else []
-    return any(c.type.value == "Succeeded" and c.status.value == "True" for c in conditions)
+    return job.status is not None and is_true(job.status, ConditionType.SUCCEEDED)
 
 
 def primary_replica(job: TrainingJob, kind: Kind | None = None) -> str:

@@ -94,3 +94,31 @@ def test_a_status_flip_of_one_type_records_a_new_transition_time() -> None:
     set_condition(status, C.SUSPENDED, FALSE, "JobResumed", "m", LATER)
     assert types(status) == [("Suspended", "False")]
     assert status.conditions[0].last_transition_time == LATER
+
+
+@pytest.mark.parametrize(
+    ("conditions", "finished"),
+    [
+        ([], False),
+        ([("Created", "True"), ("Running", "True")], False),
+        ([("Running", "False"), ("Succeeded", "True")], True),
+        ([("Failed", "True")], True),
+        ([("Succeeded", "False")], False),
+    ],
+    ids=[
+        "a job with no conditions is not finished",
+        "a running job is not finished",
+        "a succeeded job is finished",
+        "a failed job is finished",
+        "a false Succeeded does not finish it",
+    ],
+)
+def test_the_wire_form_check_agrees_with_the_model_check(
+    conditions: list[tuple[str, str]], finished: bool
+) -> None:
+    from trainop_core.api.types import JobStatus
+    from trainop_core.planner.conditions import is_finished, is_finished_wire
+
+    wire = {"conditions": [{"type": t, "status": s} for t, s in conditions]}
+    assert is_finished(JobStatus.model_validate(wire)) is finished
+    assert is_finished_wire(wire) is finished

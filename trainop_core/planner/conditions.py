@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from trainop_core.api.types import ConditionStatus, ConditionType, JobCondition, JobStatus
 
@@ -34,6 +36,13 @@ def is_true(status: JobStatus, ctype: ConditionType) -> bool:
 
 def is_finished(status: JobStatus) -> bool:
     return is_true(status, ConditionType.SUCCEEDED) or is_true(status, ConditionType.FAILED)
+
+
+def is_finished_wire(status: Mapping[str, Any]) -> bool:
+    """`is_finished` on a status in its wire form (JSON), for callers that never parse it."""
+    endings = {c.value for c in _ENDINGS}
+    conditions = status.get("conditions") or []
+    return any(c.get("type") in endings and c.get("status") == TRUE.value for c in conditions)
 
 
 def set_condition(

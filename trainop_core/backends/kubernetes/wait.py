@@ -13,17 +13,16 @@ from trainop_core.backends.kubernetes.errors import ApiError
 from trainop_core.backends.kubernetes.jobs import JobStore, WatchExpired
 from trainop_core.errors import JobTimeoutError, NotFoundError
 from trainop_core.kinds.base import Kind
+from trainop_core.planner.conditions import is_finished_wire
 
-FINISHED = ("Succeeded", "Failed")
 WATCH_WINDOW = 300.0  # seconds per watch request (client-go uses 5-10 min)
 RETRY_PAUSE = 0.5
 RETRIABLE = (0, 429, 500, 503, 504)  # no answer, throttled, server trouble
 
 
 def is_finished(obj: dict[str, Any]) -> bool:
-    """Whether the job has a true Succeeded or Failed condition."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") in FINISHED and c.get("status") == "True" for c in conditions)
+    """Whether the job (a whole object, as the server returned it) Succeeded or Failed."""
+    return is_finished_wire(obj.get("status") or {})
 
 
 def wait_finished(

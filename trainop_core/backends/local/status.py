@@ -10,13 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainop_core.api.types import ConditionStatus, ConditionType, JobStatus, utc_now
+from trainop_core.planner.conditions import is_finished_wire as is_finished
 
-FINISHED = ("Succeeded", "Failed")
-
-
-def is_finished(status: dict[str, Any]) -> bool:
-    conditions = status.get("conditions") or []
-    return any(c.get("type") in FINISHED and c.get("status") == "True" for c in conditions)
+__all__ = ["failed_status", "is_finished"]
 
 
 def failed_status(status: dict[str, Any], kind: str, message: str) -> dict[str, Any]:
