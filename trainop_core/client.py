@@ -20,6 +20,7 @@ from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.conditions import is_finished as status_finished
 from trainop_core.planner.conditions import is_true
+from trainop_core.replicas import replica_counts, replica_id
 
 JobSource = TrainingJob | str | Path | Mapping[str, Any]
 
@@ -165,18 +166,12 @@ def primary_replica(job: TrainingJob, kind: Kind | None = None) -> str:
     """The replica whose logs and exit tell the job's story: the one the kind's master-role hook
     picks (master/chief, or worker-0 without one), as "master-0"."""
     kind = kind or _kind_of(job)
-    counts = {
-        kind.canonical_replica_type(rtype): spec.replicas if spec.replicas is not None else 1
-        for rtype, spec in job.spec.replica_specs.items()
-    }
-    ordered = [t for t in kind.replica_types if t in counts] + [
-        t for t in counts if t not in kind.replica_types
-    ]
-    for rtype in ordered:
-        for index in range(counts[rtype]):
+    counts = replica_counts(job, kind)
+    for rtype, count in counts.items():
+        for index in range(count):
             if kind.is_master_role(counts, rtype, index):
-                return f"{rtype.lower()}-{index}"
-    return f"{ordered[0].lower()}-0"
+                return replica_id(rtype, index)
+    return replica_id(next(iter(counts)), 0)
 
 
 def supervisor_lost(job: TrainingJob) -> bool:

@@ -13,17 +13,10 @@ from trainop_core.decorators import PodDecorator
 from trainop_core.kinds.base import Addressing, ClusterContext, Kind
 from trainop_core.planner.conditions import set_condition
 from trainop_core.planner.types import Event, Observed, Plan, PlanOptions
+from trainop_core.replicas import replica_counts
 
 NORMAL = "Normal"
 WARNING = "Warning"
-
-
-def replica_counts(job: TrainingJob, kind: Kind) -> dict[str, int]:
-    """Desired replicas per type, in the kind's order (unknown types, which TF allows, last)."""
-    specs = job.spec.replica_specs
-    ordered = [r for r in kind.replica_types if r in specs]
-    ordered += [r for r in specs if r not in kind.replica_types]
-    return {r: specs[r].replicas or 0 for r in ordered}
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Any
 
 from flytekit.models.task import TaskTemplate
 
+from trainop_core import replicas as core_replicas
 from trainop_flyte.spec import Container, kind_of
 
 REPLICA_TYPE_ENV = "TRAINOP_REPLICA_TYPE"
@@ -114,21 +115,9 @@ def merge_env(container: dict[str, Any], env: Mapping[str, str]) -> None:
         container["env"] = [*added, *current]
 
 
-def replica_counts(job: Any) -> dict[str, int]:
-    """Replica type -> count of a core job model."""
-    return {
-        rtype: spec.replicas if spec.replicas is not None else 1
-        for rtype, spec in job.spec.replica_specs.items()
-    }
-
-
 def replica_ids(job: Any) -> list[str]:
-    """Every replica of a core job model, in the job's order."""
-    return [
-        f"{rtype.lower()}-{index}"
-        for rtype, count in replica_counts(job).items()
-        for index in range(count)
-    ]
+    """Every replica of a core job model, in the kind's order (the core decides)."""
+    return core_replicas.replica_ids(job, kind_of(job.kind))
 
 
 def condition_message(job: Any, state: str) -> str:
@@ -143,9 +132,9 @@ def condition_message(job: Any, state: str) -> str:
 def failed(job: Any) -> list[str]:
     """Every replica of the replica types the job's status counts failures for."""
     statuses = job.status.replica_statuses if job.status is not None else {}
-    counts = replica_counts(job)
+    counts = core_replicas.replica_counts(job, kind_of(job.kind))
     return [
-        f"{rtype.lower()}-{index}"
+        core_replicas.replica_id(rtype, index)
         for rtype, status in statuses.items()
         if status.failed
         for index in range(counts.get(rtype, 1))

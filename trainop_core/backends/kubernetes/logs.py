@@ -19,24 +19,18 @@ from trainop_core.backends.kubernetes.pods import Pods, ReplicaPod
 from trainop_core.backends.kubernetes.wait import is_finished
 from trainop_core.errors import NotFoundError
 from trainop_core.kinds.base import Kind
+from trainop_core.replicas import replica_ids
 
 POLL_SECONDS = 0.5
 _Item = LogLine | BaseException | None  # a line, a pump's failure, or "this pump is done"
 
 
-def replica_tags(job: TrainingJob) -> list[str]:
-    """Every replica the spec asks for, `<lowercase type>-<index>`."""
-    return [
-        f"{rtype.lower()}-{index}"
-        for rtype, spec in job.spec.replica_specs.items()
-        for index in range(1 if spec.replicas is None else spec.replicas)
-    ]
-
-
-def check_replica(job: TrainingJob, replica: str | None) -> None:
-    if replica is not None and replica.lower() not in replica_tags(job):
-        known = ", ".join(replica_tags(job))
-        raise NotFoundError(f"job {job.key} has no replica {replica!r} (replicas: {known})")
+def check_replica(job: TrainingJob, kind: Kind, replica: str | None) -> None:
+    known = replica_ids(job, kind)
+    if replica is not None and replica.lower() not in known:
+        raise NotFoundError(
+            f"job {job.key} has no replica {replica!r} (replicas: {', '.join(known)})"
+        )
 
 
 def _selected(pods: list[ReplicaPod], replica: str | None) -> list[ReplicaPod]:
@@ -45,7 +39,7 @@ def _selected(pods: list[ReplicaPod], replica: str | None) -> list[ReplicaPod]:
 
 def read_logs(pods: Pods, kind: Kind, job: TrainingJob, replica: str | None) -> Iterator[LogLine]:
     """What the job's started pods have written so far, one replica after the other."""
-    check_replica(job, replica)
+    check_replica(job, kind, replica)
     for pod in _selected(pods.of_job(kind, job.namespace, job.name), replica):
         if not pod.started:
             continue
@@ -62,7 +56,7 @@ def follow_logs(
 ) -> Iterator[LogLine]:
     """Lines from every selected replica as they are written, until the job has finished and
     every stream has ended. NotFoundError if the job is deleted meanwhile."""
-    check_replica(job, replica)
+    check_replica(job, kind, replica)
     lines: queue.Queue[_Item] = queue.Queue()
     seen: set[str] = set()  # pod uids already streamed (a restarted pod has a new uid)
     pumping = 0

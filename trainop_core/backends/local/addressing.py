@@ -11,13 +11,9 @@ import socket
 from collections.abc import Iterable, Mapping
 
 from trainop_core.backends.local.state import StateRoot, flocked, read_json
+from trainop_core.replicas import replica_id
 
 LOCALHOST = "127.0.0.1"
-
-
-def replica_id(rtype: str, index: int) -> str:
-    """`master-0`: how the local backend names a replica (logs, ports, CLI)."""
-    return f"{rtype.lower()}-{index}"
 
 
 class LocalAddressing:
@@ -78,4 +74,4 @@ def allocate_ports(root: StateRoot, replicas: Iterable[str]) -> dict[str, int]:
     return ports
 
 
-__all__ = ["LOCALHOST", "LocalAddressing", "allocate_ports", "flocked", "replica_id"]
+__all__ = ["LOCALHOST", "LocalAddressing", "allocate_ports", "flocked", "replica_id"]  # re-exported

@@ -22,7 +22,7 @@ from typing import Any
 from trainop_core.api.job import GROUP, TrainingJob
 from trainop_core.api.types import format_time, utc_now
 from trainop_core.backends.base import LogLine
-from trainop_core.backends.local.addressing import allocate_ports, replica_id
+from trainop_core.backends.local.addressing import allocate_ports
 from trainop_core.backends.local.kubelet import kill_session
 from trainop_core.backends.local.logs import follow_logs, read_logs, replica_order
 from trainop_core.backends.local.podspec import local_warnings, runnable_problems
@@ -37,6 +37,7 @@ from trainop_core.backends.local.state import (
 from trainop_core.backends.local.status import failed_status, is_finished
 from trainop_core.errors import AlreadyExistsError, InvalidJobError, TrainopError
 from trainop_core.kinds.base import Kind
+from trainop_core.replicas import replica_ids
 
 log = logging.getLogger("trainop")
 
@@ -142,7 +143,7 @@ class LocalBackend:
         final = self.root.job_dir(job.name, job.namespace)
         final.path.parent.mkdir(parents=True, exist_ok=True)
         with flocked(self.root.ports_lock):
-            ports = allocate_ports(self.root, _replica_ids(job, kind))
+            ports = allocate_ports(self.root, replica_ids(job, kind))
             tmp = JobDir(Path(tempfile.mkdtemp(prefix=f".{job.name}.", dir=final.path.parent)))
             try:
                 _write_new_job(tmp, wire, {"workdir": str(workdir), "ports": ports})
@@ -175,14 +176,6 @@ class LocalBackend:
 
 def _set_suspend(job: dict[str, Any], suspended: bool) -> None:
     job["spec"].setdefault("runPolicy", {})["suspend"] = suspended
-
-
-def _replica_ids(job: TrainingJob, kind: Kind) -> list[str]:
-    ids = []
-    for rtype, spec in job.spec.replica_specs.items():
-        canonical = kind.canonical_replica_type(rtype)
-        ids += [replica_id(canonical, i) for i in range(spec.replicas or 0)]
-    return ids
 
 
 def _write_new_job(job_dir: JobDir, wire: dict[str, Any], local: dict[str, Any]) -> None:

@@ -1,0 +1,35 @@
+"""Which replicas a job asks for, and their short names (`master-0`), for every layer.
+
+The planner, both backends and the client need the same list: replica types in the kind's order
+(unknown types, which TF allows, last), an unset count meaning upstream's default of 1.
+"""
+
+from __future__ import annotations
+
+from trainop_core.api.job import TrainingJob
+from trainop_core.kinds.base import Kind
+
+
+def replica_counts(job: TrainingJob, kind: Kind) -> dict[str, int]:
+    """Desired replicas per canonical replica type, in the kind's order. Pure."""
+    counts: dict[str, int] = {}
+    for rtype, spec in job.spec.replica_specs.items():
+        counts[kind.canonical_replica_type(rtype)] = 1 if spec.replicas is None else spec.replicas
+    ordered = [t for t in kind.replica_types if t in counts]
+    ordered += [t for t in counts if t not in kind.replica_types]
+    return {t: counts[t] for t in ordered}
+
+
+def replica_id(rtype: str, index: int) -> str:
+    """`master-0`: a replica's short name (log tags, local ports, CLI); the pod name minus the
+    job's."""
+    return f"{rtype.lower()}-{index}"
+
+
+def replica_ids(job: TrainingJob, kind: Kind) -> list[str]:
+    """Every replica's short name, in `replica_counts` order. Pure."""
+    return [
+        replica_id(rtype, index)
+        for rtype, count in replica_counts(job, kind).items()
+        for index in range(count)
+    ]
