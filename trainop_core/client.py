@@ -20,7 +20,8 @@ from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.conditions import is_finished as status_finished
 from trainop_core.planner.conditions import is_true
-from trainop_core.replicas import replica_counts, replica_id
+from trainop_core.replicas import primary_replica as primary_of
+from trainop_core.replicas import replica_id
 
 JobSource = TrainingJob | str | Path | Mapping[str, Any]
 
@@ -163,15 +164,12 @@ def is_succeeded(job: TrainingJob) -> bool:
 
 
 def primary_replica(job: TrainingJob, kind: Kind | None = None) -> str:
-    """The replica whose logs and exit tell the job's story: the one the kind's master-role hook
-    picks (master/chief, or worker-0 without one), as "master-0"."""
-    kind = kind or _kind_of(job)
-    counts = replica_counts(job, kind)
-    for rtype, count in counts.items():
-        for index in range(count):
-            if kind.is_master_role(counts, rtype, index):
-                return replica_id(rtype, index)
-    return replica_id(next(iter(counts)), 0)
+    """The replica whose output is the job's result, as "master-0": its log carries the metrics
+    the integrations read, and a Flyte function task returns its value. One definition per kind
+    (`Kind.primary_types`): TF chief, else master, else worker 0; PyTorch and XGBoost master 0
+    (worker 0 without a master); MXNet worker 0 (each kind module says). Not the
+    `job-role: master` label, which keeps upstream's quirk of marking MXNet's Servers."""
+    return replica_id(*primary_of(job, kind or _kind_of(job)))
 
 
 def supervisor_lost(job: TrainingJob) -> bool:

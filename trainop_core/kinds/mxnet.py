@@ -137,6 +137,7 @@ KIND = Kind(
     framework="mxnet",
     env=mxnet_env,
     is_master_role=mxnet_is_master,
+    primary_types=(WORKER,),  # kvstore workers train; Servers only hold parameters
     status=mxnet_status,
     validate=mxnet_validate,
     aliases=("MXNetJob",),

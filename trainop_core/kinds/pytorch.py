@@ -236,6 +236,7 @@ KIND = Kind(
     framework="pytorch",
     env=pytorch_env,
     is_master_role=pytorch_is_master,
+    primary_types=(MASTER, WORKER),  # worker-only (elastic) jobs: worker 0
     status=pytorch_status,
     validate=pytorch_validate,
     default=pytorch_default,
