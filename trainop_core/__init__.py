@@ -25,7 +25,13 @@ from trainop_core.api.types import (
     RunPolicy,
     SchedulingPolicy,
 )
-from trainop_core.client import TrainingClient, is_finished, job_state, primary_replica
+from trainop_core.client import (
+    TrainingClient,
+    failure_message,
+    is_finished,
+    job_state,
+    primary_replica,
+)
 from trainop_core.errors import (
     AlreadyExistsError,
     InvalidJobError,
@@ -64,6 +70,7 @@ __all__ = [
     "build_registry",
     "dump_json",
     "dump_yaml",
+    "failure_message",
     "is_finished",
     "job_state",
     "load_job",

@@ -163,6 +163,31 @@ def is_succeeded(job: TrainingJob) -> bool:
     return job.status is not None and is_true(job.status, ConditionType.SUCCEEDED)
 
 
+def failure_message(job: TrainingJob) -> str:
+    """Why a finished job failed, in one line for a person ("" if it has not failed). Every
+    integration reports a failure with this text, then adds its own context (log tails).
+
+    In order: the message of the newest Failed condition, which whoever failed the job wrote at
+    that moment and which names the cause (which replicas failed, the backoff limit, the
+    deadline, validation problems, a user's stop): it is what `kubectl describe` shows upstream
+    users. Else the replica types the status counts failed replicas for, with the condition's
+    reason: the status always has the counts, even when a writer left the message empty. Else a
+    generic text naming the job, so a failure is never reported with an empty message.
+    """
+    conditions = job.status.conditions if job.status is not None else []
+    failed = [c for c in conditions if c.type == ConditionType.FAILED and c.status.value == "True"]
+    if not failed:
+        return ""
+    if failed[-1].message:
+        return failed[-1].message
+    statuses = job.status.replica_statuses if job.status is not None else {}
+    replicas = [f"{s.failed} {rtype}" for rtype, s in statuses.items() if s.failed]
+    reason = failed[-1].reason or f"{job.kind}Failed"
+    if replicas:
+        return f"{reason}: {', '.join(replicas)} replica(s) failed"
+    return f"{job.kind} {job.key} failed ({reason}; no message recorded)"
+
+
 def primary_replica(job: TrainingJob, kind: Kind | None = None) -> str:
     """The replica whose output is the job's result, as "master-0": its log carries the metrics
     the integrations read, and a Flyte function task returns its value. One definition per kind

@@ -3,7 +3,7 @@
 `run_job` is the whole behaviour and needs no kfp: it prepares the job (KFP's floats back to ints,
 pipeline-task settings merged into the pod templates), creates it through `TrainingClient`,
 streams the primary replica's lines, waits, and reads the metrics the primary printed. It raises
-`TrainingJobFailed` (with the Failed condition's message) and `JobTimeoutError`; on a timeout, or
+`TrainingJobFailed` (with `trainop_core.failure_message`) and `JobTimeoutError`; on a timeout, or
 when SIGTERM arrives (the pipeline run was cancelled), the job is deleted first.
 `run_component` adapts it to the component's inputs and outputs.
 """
@@ -22,7 +22,13 @@ from typing import Any
 import yaml
 
 from trainop_core.api.job import TrainingJob
-from trainop_core.client import TrainingClient, is_succeeded, job_state, primary_replica
+from trainop_core.client import (
+    TrainingClient,
+    failure_message,
+    is_succeeded,
+    job_state,
+    primary_replica,
+)
 from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem, TrainopError
 from trainop_core.report import collect_metrics
 from trainop_core.templating import substitute
@@ -186,12 +192,10 @@ def _pump_logs(client: TrainingClient, job: TrainingJob, lines: list[str], echo:
 
 
 def _last_message(job: TrainingJob) -> str:
-    conditions = job.status.conditions if job.status else []
     if is_succeeded(job):
+        conditions = job.status.conditions if job.status else []
         return next((c.message or "" for c in reversed(conditions)), "")
-    failed = [c for c in conditions if c.type.value == "Failed" and c.status.value == "True"]
-    held = failed or [c for c in conditions if c.message]
-    return (held[-1].message or "") if held else ""
+    return failure_message(job)
 
 
 def _delete(client: TrainingClient, job: TrainingJob, echo: Echo) -> None:
