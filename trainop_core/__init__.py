@@ -15,6 +15,7 @@ from trainop_core.api import (
     prepare,
     validate_job,
 )
+from trainop_core.api.admission import AdmissionWarning
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import (
     CleanPodPolicy,
@@ -48,6 +49,7 @@ from trainop_core.report import parse_metrics, report
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdmissionWarning",
     "AlreadyExistsError",
     "CleanPodPolicy",
     "InvalidJobError",

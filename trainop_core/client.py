@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from trainop_core.api.admission import AdmissionWarning, admission_warnings
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import ConditionType
 from trainop_core.backends.base import Backend, LogLine, Recoverable, Waiter
@@ -63,11 +65,15 @@ class TrainingClient:
         """Validate, default and start `job` (a model, a YAML/JSON file path or text, a dict).
 
         Raises InvalidJobError listing every problem (nothing is created then), and
-        AlreadyExistsError if namespace/name exists (finished jobs exist until deleted). Relative
+        AlreadyExistsError if namespace/name exists (finished jobs exist until deleted). Issues
+        an `AdmissionWarning` (Python's `warnings`) for each warning upstream's webhook would
+        give, such as a deprecated field; the job is created all the same. Relative
         paths in the job (e.g. `command: [python, train.py]`) resolve against `workdir` if given,
         else the job file's directory when created from a file, else the current directory.
         """
         kind, prepared, origin = prepare_source(job, namespace)
+        for warning in admission_warnings(prepared, kind):
+            warnings.warn(AdmissionWarning(str(warning)), stacklevel=2)
         where = Path(workdir).resolve() if workdir is not None else origin
         return self.backend.create(prepared, kind, workdir=where)
 

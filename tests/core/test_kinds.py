@@ -225,7 +225,10 @@ def problems(builder_: JobBuilder) -> list[str]:
         (lambda: make_job("TFJob").chief(2), "more than 1 Chief or Master"),
         (lambda: make_job("PyTorchJob").master(2).workers(1), "Master.replicas: must be 1"),
         (lambda: make_job("PyTorchJob").master().workers(0), "Worker.replicas: must be at least"),
-        (lambda: make_job("PyTorchJob").master().spec(elasticPolicy={}), "needs a Worker"),
+        (
+            lambda: make_job("PyTorchJob").master().spec(elasticPolicy={}),
+            "spec.pytorchReplicaSpecs.Worker: is required when spec.elasticPolicy is set",
+        ),
         (lambda: make_job("PyTorchJob").workers(1).spec(nprocPerNode="many"), "auto, cpu, gpu"),
         (
             lambda: (
@@ -244,7 +247,7 @@ def problems(builder_: JobBuilder) -> list[str]:
         "TF rejects two chiefs",
         "PyTorch needs exactly one Master",
         "PyTorch rejects zero workers",
-        "PyTorch elastic policy needs workers",
+        "PyTorch elastic policy names the missing Worker spec, as upstream",
         "PyTorch nprocPerNode must be auto cpu gpu or a number",
         "PyTorch rejects both nprocPerNode spellings",
         "XGBoost requires a Master",

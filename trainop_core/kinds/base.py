@@ -150,6 +150,10 @@ class Kind:
     # returns its value): index 0 of the first of these types the job has, else of the job's
     # first type. Separate from `is_master_role`, which keeps upstream's labels.
     primary_types: tuple[str, ...] = ()
+    # Admission warnings (trainop_core.api.admission): (deprecated wire path, its replacement)
+    # pairs, and a warning every job of the kind gets (the kind itself is deprecated).
+    deprecated_fields: tuple[tuple[str, str], ...] = ()
+    deprecation: str = ""
 
     @property
     def singular(self) -> str:
