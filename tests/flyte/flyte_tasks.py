@@ -64,6 +64,25 @@ def worker_fails() -> str:
     return "unreachable"
 
 
+def _worker_two_fails() -> str:
+    if os.environ.get("RANK") == "2":
+        raise ValueError("worker two exploded")
+    time.sleep(60)  # the master: the task must not wait for it
+    return "unreachable"
+
+
+@task(task_config=PyTorch(workers=2))
+def worker_fails_by_default() -> str:
+    """No restart policy set: worker 1 (rank 2) raises at once and fails the task."""
+    return _worker_two_fails()
+
+
+@task(task_config=PyTorch(workers=2, compat=True))
+def worker_fails_by_default_compat() -> str:
+    """The same as a compat-mode task (Flyte's own `pytorch` type)."""
+    return _worker_two_fails()
+
+
 @task(task_config=TensorFlow(workers=1, chief=True))
 def tf_config() -> str:
     """Each replica checks that TF_CONFIG names it; the output is the chief's TF_CONFIG."""

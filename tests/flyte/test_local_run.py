@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
+from typing import Any
 
 import flyte_tasks
 import pytest
 from trainop_flyte import TrainingJobFailed
+
+from trainop_core.client import TrainingClient
 
 
 def test_plain_call_returns_the_master_replicas_output_from_another_process() -> None:
@@ -40,6 +45,29 @@ def test_a_failing_replica_fails_the_task_with_the_jobs_reason_and_its_log() -> 
     assert "PyTorchJob" in message and "failed" in message
     assert "last lines of worker-1" in message
     assert "worker two exploded" in message
+
+
+@pytest.mark.parametrize(
+    "task",
+    [flyte_tasks.worker_fails_by_default, flyte_tasks.worker_fails_by_default_compat],
+    ids=["a native task", "a compat-mode task"],
+)
+def test_a_failing_replica_fails_the_task_promptly_unless_a_restart_policy_is_set(
+    task: Any,
+) -> None:
+    # Flyte owns retries: replicas default to restartPolicy Never, as in Flyte's own plugins
+    started = time.monotonic()
+    with pytest.raises(TrainingJobFailed) as failure:
+        task()
+    elapsed = time.monotonic() - started
+
+    message = str(failure.value)
+    found = re.search(r"job (\S+)/(\S+)\)", message)
+    assert found is not None, message
+    TrainingClient("local").delete(found[2], found[1])  # stop the master, still sleeping
+    assert "1 Worker replica(s) failed" in message
+    assert "worker two exploded" in message  # the failing replica's own reason
+    assert elapsed < 45, f"the task took {elapsed:.0f} s to fail"
 
 
 def test_each_tensorflow_replica_sees_its_own_tf_config() -> None:
