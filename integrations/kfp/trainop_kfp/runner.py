@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -276,6 +277,25 @@ def run_component(
     for name, value in sorted(result.metrics.items()):
         metrics.log_metric(name, value)
     return result.state, result.name
+
+
+def run_cli(*, job_yaml: str, backend: str, namespace: str, timeout_seconds: int) -> None:
+    """The body of `trainop_run`: `trainop run FILE --rm` in this process, the job text in a
+    temporary FILE. Returns when the job Succeeded; else SystemExit with trainop run's exit code
+    (1 Failed, 2 invalid, 124 timeout, 143 SIGTERM). `timeout_seconds` <= 0 means no limit."""
+    from trainop_core.cli.main import main
+
+    with tempfile.TemporaryDirectory(prefix="trainop-run-") as tmp:
+        path = Path(tmp) / "job.yaml"
+        path.write_text(job_yaml)
+        argv = ["run", str(path), "--rm", "--backend", backend]
+        if namespace:
+            argv += ["--namespace", namespace]
+        if timeout_seconds and timeout_seconds > 0:
+            argv += ["--timeout", str(timeout_seconds)]
+        code = main(argv)
+    if code != 0:
+        raise SystemExit(code)
 
 
 def _one_source(
