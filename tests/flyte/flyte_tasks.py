@@ -147,6 +147,23 @@ def xgb_train(rounds: int) -> dict[str, float]:
     return {"world_size": float(size), "rows": float(rows), "accuracy": accuracy}
 
 
+@task(task_config=MXNet(workers=2, servers=1))
+def mxnet_ps_report(epochs: int) -> dict[str, str]:
+    """Every replica runs the MXNet example in its own venv (examples/mxnet/setup_venv.sh) and
+    reports who it is and the metrics it printed; the task's value is the primary replica's."""
+    import subprocess
+    from pathlib import Path
+
+    from trainop_core.report import collect_metrics
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "mxnet"
+    argv = [str(example / ".venv" / "bin" / "python"), "ps_train.py", "--epochs", str(epochs)]
+    done = subprocess.run(argv, cwd=example, capture_output=True, text=True, check=True)
+    seen = collect_metrics(done.stdout.splitlines())
+    who = {"role": os.environ["DMLC_ROLE"], "worker_id": os.environ.get("DMLC_WORKER_ID", "")}
+    return {**who, **{name: str(value) for name, value in seen.items()}}
+
+
 # --- serialised only (golden files) -----------------------------------------------------------
 COMPAT_PYTORCH = PyTorch(
     workers=2,

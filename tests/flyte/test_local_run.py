@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import flyte_tasks
@@ -110,3 +111,14 @@ def test_worker_zero_is_the_primary_when_there_is_no_chief() -> None:
     config = json.loads(flyte_tasks.tf_worker_zero())
 
     assert config["task"] == {"type": "worker", "index": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_an_mxnet_function_task_returns_worker_0s_result_not_a_parameter_servers(
+    mxnet_venv: Path,
+) -> None:
+    report = flyte_tasks.mxnet_ps_report(epochs=2)
+
+    assert (report["role"], report["worker_id"]) == ("worker", "0")
+    assert 0.5 < float(report["accuracy"]) <= 1.0  # worker 0 printed the example's metrics
