@@ -161,7 +161,8 @@ def test_expectations_hold_back_creations_while_the_pod_cache_lags(
 def test_a_lagging_job_cache_cannot_resurrect_the_pods_of_a_finished_job(
     cluster: Cluster, run_operator: Start
 ) -> None:
-    """The operator plans from its own status write, not from an older cached job."""
+    """The operator plans from its own status write, not from an older cached job, even after
+    several writes (worker done, then master done) while the job watch is down."""
     run_operator().wait_started()
     cluster.rule("*", run_seconds=None)
     name = "lag"
@@ -176,7 +177,8 @@ def test_a_lagging_job_cache_cannot_resurrect_the_pods_of_a_finished_job(
     cluster.wait_condition("PyTorchJob", name, "Running")
     cluster.server.faults.fail("watch", "pytorchjobs", code=500, count=2)  # job cache goes stale
     cluster.server.faults.cut_open_watches("pytorchjobs")
-    for pod in cluster.pods(name):
+    # The worker first: the master's exit ends the job, whose pods are then deleted.
+    for pod in reversed(cluster.pods(name)):
         cluster.kubelet.terminate("default", pod.metadata.name, exit_code=0)
     cluster.wait_condition("PyTorchJob", name, "Succeeded")
     wait_for(lambda: not cluster.pods(name), what="pods cleaned up")
