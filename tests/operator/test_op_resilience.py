@@ -92,13 +92,14 @@ def test_410_gone_forces_a_relist_and_converges(cluster: Cluster, run_operator: 
 def test_half_open_watch_is_abandoned_after_the_read_timeout(
     cluster: Cluster, run_operator: Start
 ) -> None:
-    """A watch that stays open but delivers nothing (no bookmarks either) is re-opened."""
-    cluster.server.bookmark_interval = 3600
-    op = run_operator(watch_read_timeout=1.0).wait_started()
-    before = cluster.server.stats.total_watches
+    """A watch that stays open but delivers nothing past its own server-side timeout (a
+    half-open connection) is given up timeoutSeconds + the read margin later, and re-opened."""
+    cluster.server.faults.delay("watch", "pods", seconds=30, count=None)  # answers nothing
+    op = run_operator(watch_timeout=1, watch_read_timeout=1.0).wait_started()
+    before = cluster.server.stats.requests[("watch", "pods")]
     wait_for(
-        lambda: cluster.server.stats.total_watches >= before + 7,
-        timeout=5,
+        lambda: cluster.server.stats.requests[("watch", "pods")] >= before + 3,
+        timeout=15,
         what="watches re-opened",
     )
     assert op.manager.caches_synced()
