@@ -37,6 +37,24 @@ def kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_the_test_infrastructure_imports_without_the_kubernetes_package() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        class NoKubernetes:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "kubernetes":
+                    raise ImportError("kubernetes is not installed here")
+        sys.meta_path.insert(0, NoKubernetes())
+        import trainop_core.testing.binaries, trainop_core.testing.cluster
+        from trainop_core.testing import ControlPlane, Kubelet, Rule
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
 def test_stop_leaves_no_process_and_no_data() -> None:
     with ControlPlane(controller_manager=False) as cp:
         pids = [p.pid for p in cp.processes.values()]
