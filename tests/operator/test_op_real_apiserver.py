@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 from builders import make_job
 from k8s import K8s
 
@@ -20,6 +22,7 @@ from trainop_core.testing.kubelet import Rule
 from trainop_core.testing.rest import RestError
 
 INFORMER_LOG = "trainop_core.operator.informer"
+CLUSTER_ROLE = Path(__file__).parents[2] / "operator" / "base" / "rbac" / "cluster_role.yaml"
 
 
 def job_status(k8s: K8s, plural: str, name: str) -> dict[str, str]:
@@ -53,6 +56,20 @@ def test_a_pytorchjob_runs_to_succeeded_and_its_pods_are_collected_after_delete(
     with pytest.raises(RestError) as gone:
         k8s.rest.get(k8s.job_path("pytorchjobs", "smoke"))
     assert gone.value.status == 404
+
+
+def test_the_operator_runs_a_job_as_the_service_account_of_its_cluster_role(k8s: K8s) -> None:
+    """Not as admin: the ClusterRole shipped in operator/ is all it is granted."""
+    role = yaml.safe_load(CLUSTER_ROLE.read_text())
+    role["metadata"]["name"] = f"{k8s.namespace}-operator"
+    k8s.rest.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+    token = k8s.control_plane.service_account_token(
+        k8s.namespace, "training-operator", cluster_roles=[role["metadata"]["name"]]
+    )
+    k8s.kubelet.rules[:] = [Rule("*", run_seconds=0.2)]
+    with k8s.operator(token=token):
+        k8s.rest.create(k8s.job_path("tfjobs"), make_job("TFJob", "rbac").workers(2).build())
+        wait_for(lambda: job_status(k8s, "tfjobs", "rbac").get("Succeeded") == "True", 60)
 
 
 def test_a_watch_the_server_ends_is_resumed_at_once_without_an_error(
