@@ -89,6 +89,7 @@ def test_a_watch_the_server_ends_is_resumed_at_once_without_an_error(
     assert elapsed < 5 * 2 + 5, f"5 watches took {elapsed:.1f} s"
 
 
+@pytest.mark.timeout(900)  # with --soak it idles 630 s
 def test_an_idle_operator_logs_no_watch_errors(
     k8s: K8s, caplog: pytest.LogCaptureFixture, idle_seconds: float
 ) -> None:

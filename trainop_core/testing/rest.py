@@ -15,6 +15,7 @@ import socket
 import ssl
 import tempfile
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 Obj = dict[str, Any]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+IDLE_REUSE_SECONDS = 30.0  # a kept-alive connection idle longer is not reused
 
 
 class RestError(Exception):
@@ -158,8 +160,12 @@ class Rest:
 
     def _connection(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and time.monotonic() - self._local.used > IDLE_REUSE_SECONDS:
+            self._drop()  # the server has probably closed it (kube-apiserver: after 90 s)
+            conn = None
         if conn is None:
             conn = self._local.conn = self._new_connection(self.timeout)
+        self._local.used = time.monotonic()
         return conn
 
     def _drop(self) -> None:
@@ -236,7 +242,8 @@ def _query_value(value: Any) -> str:
 
 def _retriable(exc: BaseException) -> bool:
     # The server closed an idle kept-alive connection between two of our requests.
-    return isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError)
+    closed = http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError
+    return isinstance(exc, closed | ssl.SSLEOFError | ssl.SSLZeroReturnError)
 
 
 def _error(status: int, raw: bytes) -> RestError:
