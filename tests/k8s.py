@@ -96,7 +96,8 @@ def start_control_plane(registry: KindRegistry, **kwargs: Any) -> ControlPlane:
     try:
         return ControlPlane(crds=all_crds(registry.kinds), **kwargs).start()
     except ControlPlaneError as exc:
-        pytest.fail(f"the real Kubernetes control plane did not start:\n{exc}", pytrace=False)
+        failure = str(exc)
+    pytest.fail(f"the real Kubernetes control plane did not start:\n{failure}", pytrace=False)
 
 
 def namespace_name(test_name: str) -> str:

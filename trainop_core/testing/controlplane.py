@@ -42,11 +42,13 @@ import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _reaper
-from .binaries import BUILD_COMMAND, KubeBinaries, kubernetes_binaries
 from .rest import Obj, Rest, RestError
+
+if TYPE_CHECKING:  # imported when needed: `python -m ...binaries` must not find it loaded
+    from .binaries import KubeBinaries
 
 ADMIN_USER = "trainop-admin"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
@@ -113,7 +115,7 @@ class ControlPlane:
         self.start_seconds = time.monotonic() - started
         return self
 
-    def stop(self, grace: float = 10.0) -> None:
+    def stop(self, grace: float = 5.0) -> None:
         """Terminate every process (SIGTERM, then SIGKILL after `grace`), remove the data dir.
         Idempotent."""
         for name in reversed(list(self.processes)):
@@ -419,14 +421,12 @@ current-context: trainop-test
 
 
 def _binaries() -> KubeBinaries:
-    from .binaries import BinaryBuildError
+    from .binaries import BinaryBuildError, kubernetes_binaries
 
     try:
         return kubernetes_binaries(build=False)
-    except BinaryBuildError as exc:
-        raise ControlPlaneError(
-            f"{exc}\n(build them once per machine with: {BUILD_COMMAND})"
-        ) from exc
+    except BinaryBuildError as exc:  # its message names the command that builds them
+        raise ControlPlaneError(str(exc)) from exc
 
 
 def _in_group(pgid: int) -> dict[str, Any]:
