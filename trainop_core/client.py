@@ -7,17 +7,19 @@ as an object implementing `trainop_core.backends.base.Backend` (tests inject fak
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.names import check_job_ref, check_namespace, check_replica
 from trainop_core.api.types import ConditionType
-from trainop_core.backends.base import Backend, LogLine, Recoverable, Waiter
-from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem
+from trainop_core.backends.base import Backend, Followable, LogLine, Recoverable, Waiter
+from trainop_core.errors import DamagedJobError, InvalidJobError, JobTimeoutError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.conditions import is_finished as status_finished
 from trainop_core.planner.conditions import is_true
@@ -43,6 +45,7 @@ class TrainingClient:
         # Optional capabilities, resolved once.
         self._recoverable = backend if isinstance(backend, Recoverable) else None
         self._waiter = backend if isinstance(backend, Waiter) else None
+        self._followable = backend if isinstance(backend, Followable) else None
 
     @property
     def default_namespace(self) -> str:
@@ -102,20 +105,27 @@ class TrainingClient:
         if self._waiter is not None:
             return self._waiter.wait(name, namespace, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            job = self.get(name, namespace)
-            if is_finished(job):
-                return job
-            if self._recoverable is not None and supervisor_lost(job):
-                self._recoverable.recover(name, namespace)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise JobTimeoutError(
-                    f"job {namespace}/{name} did not finish within {timeout:g} s "
-                    f"(state {job_state(job)}); it is still running"
-                )
-            time.sleep(
-                poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
-            )
+        with self._following(name, namespace):
+            while True:
+                job = self.get(name, namespace)
+                if is_finished(job):
+                    return job
+                if damage(job):
+                    raise DamagedJobError(damage(job))
+                if self._recoverable is not None and supervisor_lost(job):
+                    self._recoverable.recover(name, namespace)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise JobTimeoutError(
+                        f"job {namespace}/{name} did not finish within {timeout:g} s "
+                        f"(state {job_state(job)}); it is still running"
+                    )
+                left = poll if deadline is None else deadline - time.monotonic()
+                time.sleep(max(0.0, min(poll, left)))
+
+    def _following(self, name: str, namespace: str) -> AbstractContextManager[None]:
+        if self._followable is None:
+            return contextlib.nullcontext()
+        return self._followable.following(name, namespace)
 
     def logs(
         self,
@@ -187,6 +197,13 @@ def primary_replica(job: TrainingJob, kind: Kind | None = None) -> str:
 def supervisor_lost(job: TrainingJob) -> bool:
     annotations = job.metadata.annotations or {}
     return annotations.get("local.trainop.dev/supervisor") == "lost"
+
+
+def damage(job: TrainingJob) -> str:
+    """What is wrong with a job whose stored state cannot be read (a stand-in the local backend
+    lists so that it can be seen and deleted); "" for a sound job."""
+    annotations = job.metadata.annotations or {}
+    return annotations.get("local.trainop.dev/damaged", "")
 
 
 # --- input ----------------------------------------------------------------------------------------

@@ -74,6 +74,25 @@ def read_bounded(stream: IO[bytes], origin: str) -> bytes:
     return data
 
 
+def read_stream(stream: IO[Any] | None, origin: str) -> str:
+    """A job from an open stream (standard input): binary if it has a buffer, else text; the
+    same limits as a file. A closed or unreadable stream is an InvalidJobError."""
+    try:
+        if stream is None:
+            raise OSError("closed")
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:
+            return decode(read_bounded(buffer, origin), origin)
+        text = stream.read(MAX_SOURCE_BYTES + 1)
+    except (OSError, ValueError) as err:  # ValueError: "I/O operation on closed file"
+        reason = getattr(err, "strerror", None) or str(err)
+        raise InvalidJobError([Problem("", f"cannot be read: {reason}")], source=origin) from None
+    if not isinstance(text, str):
+        return decode(bytes(text), origin)
+    check_text(text, origin)
+    return text
+
+
 def decode(data: bytes, origin: str) -> str:
     """Strict UTF-8 (an initial byte-order mark is dropped); the first bad byte is named."""
     try:
