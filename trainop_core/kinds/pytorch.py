@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -213,7 +214,7 @@ def pytorch_default(job: TrainingJob) -> None:
 def _init_container(ctx: ClusterContext) -> dict[str, Any]:
     image = str(ctx.kind_options.get(INIT_IMAGE_OPTION, "alpine:3.10"))
     tries = int(str(ctx.kind_options.get(INIT_TRIES_OPTION, 100)))
-    master = ctx.addressing.host(MASTER, 0)
+    master = shlex.quote(ctx.addressing.host(MASTER, 0))  # a DNS name; quoted all the same
     # Workers must not start torchrun before the master's DNS record exists (Kubernetes only).
     script = (
         f"for attempt in $(seq {tries}); do nslookup {master} && exit 0; "
