@@ -61,7 +61,8 @@ _PROTOCOLS = ("TCP", "UDP", "SCTP")
 def bounds_problems(job: TrainingJob, kind: Kind) -> list[Problem]:
     """Every bound or pod rule the (defaulted) job breaks; empty when the API server would take
     it. Pure."""
-    wire = job.to_dict()
+    # Python mode: JSON mode would turn an infinite float into null before we could see it.
+    wire = job.model_dump(by_alias=True, exclude_none=True)
     spec = wire.get("spec") or {}
     templates = {
         join(f"spec.{kind.replica_field}", rtype) + ".template": replica.get("template") or {}
