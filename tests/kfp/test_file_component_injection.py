@@ -18,17 +18,19 @@ TEMPLATE = HERE / "allreduce_template.yaml"
 pytestmark = pytest.mark.filterwarnings("ignore:You may be attemping:RuntimeWarning")
 
 
-def test_a_crafted_file_name_runs_nothing(tmp_path: Path) -> None:
-    crafted = tmp_path / 'job""";import os;os.system("touch PWNED");"""x.yaml'
+def test_a_crafted_file_name_runs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """File names may hold quotes and newlines: this one, pasted into source, would close the
+    docstring, end the function and run `open("PWNED", "w")` as soon as the component is made."""
+    monkeypatch.chdir(tmp_path)
+    crafted = tmp_path / 'a"""\nopen("PWNED", "w").close()\ndef _x():\n    """b.yaml'
     crafted.write_text(TEMPLATE.read_text())
 
     component = job_component(crafted)
 
-    source = inspect.getsource(component.python_func)
-    assert not (tmp_path / "PWNED").exists() and not Path("PWNED").exists()
-    [func] = ast.parse(source).body  # one function and nothing else
+    assert not (tmp_path / "PWNED").exists()
+    [func] = ast.parse(inspect.getsource(component.python_func)).body  # one function, no more
     assert isinstance(func, ast.FunctionDef)
-    assert 'os.system("touch PWNED")' in (ast.get_docstring(func) or "")  # as text
+    assert 'open("PWNED", "w")' in (ast.get_docstring(func) or "")  # kept as text
 
 
 @pytest.mark.parametrize(
