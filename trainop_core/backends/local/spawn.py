@@ -3,7 +3,7 @@
 The supervisor must hold the job's `supervisor.lock` from the first moment (so that no second
 supervisor can start and `delete` never races a starting one): the starter takes the lock and the
 supervisor inherits the locked descriptor. It is nobody's child (double fork: no zombie for the
-starter to reap; the detached process is the supervisor's watcher, see `supervisor.serve`) and
+starter to reap; the detached process is the supervisor's watcher, see `watcher`) and
 runs in a session of its own (a Ctrl-C in the starter's terminal is the
 starter's business, which then asks the supervisor to stop).
 
@@ -100,7 +100,7 @@ def _exec(job_dir: JobDir, lock_fd: int) -> None:
 
 
 def _fork(job_dir: JobDir, lock_fd: int) -> None:
-    from trainop_core.backends.local import supervisor  # imported here, before the fork
+    from trainop_core.backends.local import watcher  # imported before the fork
 
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -115,7 +115,7 @@ def _fork(job_dir: JobDir, lock_fd: int) -> None:
         if os.fork():
             os._exit(0)
         _detach_stdio(job_dir, lock_fd)
-        code = supervisor.serve(job_dir, lock_fd)
+        code = watcher.serve(job_dir, lock_fd)
     except BaseException:
         with contextlib.suppress(Exception):
             traceback.print_exc()

@@ -22,7 +22,6 @@ and no replica is duplicated; a damaged record is dropped (its processes are fou
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import select
@@ -41,19 +40,16 @@ from trainop_core.backends.local.leases import CREATE_GRACE_SECONDS, is_held
 from trainop_core.backends.local.podspec import base_env, launch_spec
 from trainop_core.backends.local.procs import (
     JOB_MARKER,
-    kill_children,
     kill_marked,
-    set_child_subreaper,
 )
 from trainop_core.backends.local.state import (
     JobDir,
     read_json,
     remove_tree,
     write_json_atomic,
-    write_private,
 )
 from trainop_core.backends.local.status import failed_status, is_finished
-from trainop_core.errors import NotFoundError, TrainopError
+from trainop_core.errors import NotFoundError
 from trainop_core.planner.types import Observed, Plan
 
 SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises
@@ -359,6 +355,8 @@ def _hold_lock(job_dir: JobDir) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trainop_core.backends.local.watcher import serve
+
     """`JOB_DIR [LOCK_FD]`: LOCK_FD is the already locked supervisor.lock a client passed down."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (1, 2):
@@ -369,75 +367,6 @@ def main(argv: list[str] | None = None) -> int:
     if lock is None:
         return 0  # another supervisor runs this job
     return serve(job_dir, lock)
-
-
-def serve(job_dir: JobDir, lock_fd: int) -> int:
-    """Run the job: this process, which holds the job's lock on `lock_fd`, becomes the watcher
-    and forks the supervisor; it returns (and so releases the lock) only once the supervisor
-    and everything its replicas left behind are gone."""
-    os.set_inheritable(lock_fd, False)  # replicas must not keep the job locked after we die
-    set_child_subreaper()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            write_private(job_dir.supervisor_pid, f"{os.getpid()}\n")
-            code = run_job(job_dir)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stderr.flush()
-            os._exit(code)
-    return watch(pid)
-
-
-def watch(supervisor: int) -> int:
-    """The watcher's life: reap adopted orphans until the supervisor exits (a stop signal is
-    passed on to it), then kill every process still below us. Returns the supervisor's code."""
-
-    def forward(signum: int, frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(supervisor, signum)
-
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, forward)
-    code = 1
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            break
-        if pid == supervisor:
-            code = os.waitstatus_to_exitcode(status)
-            break
-    kill_children()
-    return 128 - code if code < 0 else code
-
-
-def run_job(job_dir: JobDir) -> int:
-    """Supervise the job; a job whose state cannot be run (local.json damaged, a kind this
-    installation lacks) is recorded Failed, so that clients stop waiting for it."""
-    try:
-        supervisor = Supervisor(job_dir)
-    except (TrainopError, LookupError) as err:
-        with contextlib.suppress(TrainopError, OSError):
-            record_failed(job_dir, f"the local supervisor cannot run the job: {err}")
-        print(f"trainop supervisor: {err}", file=sys.stderr)
-        return 1
-    return supervisor.run()
-
-
-def record_failed(job_dir: JobDir, reason: str) -> None:
-    """Mark an unfinished job Failed with `reason` (job.json must be readable)."""
-
-    def change(data: dict[str, Any]) -> None:
-        status = data.get("status") or {}
-        if not is_finished(status):
-            data["status"] = failed_status(status, data["kind"], reason)
-
-    job_dir.modify_job(change)
 
 
 if __name__ == "__main__":
