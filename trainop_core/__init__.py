@@ -28,10 +28,13 @@ from trainop_core.api.types import (
 from trainop_core.client import TrainingClient, is_finished, job_state, primary_replica
 from trainop_core.errors import (
     AlreadyExistsError,
+    DamagedJobError,
     InvalidJobError,
+    InvalidNameError,
     JobTimeoutError,
     NotFoundError,
     Problem,
+    StateError,
     TerminalError,
     TrainopError,
 )
@@ -44,7 +47,9 @@ __version__ = "0.1.0"
 __all__ = [
     "AlreadyExistsError",
     "CleanPodPolicy",
+    "DamagedJobError",
     "InvalidJobError",
+    "InvalidNameError",
     "JobCondition",
     "JobStatus",
     "JobTimeoutError",
@@ -55,6 +60,7 @@ __all__ = [
     "RestartPolicy",
     "RunPolicy",
     "SchedulingPolicy",
+    "StateError",
     "TerminalError",
     "TrainingClient",
     "TrainingJob",
