@@ -340,3 +340,14 @@ def test_python_api_sources_get_the_same_limits(home: Path) -> None:
     with pytest.raises(InvalidJobError, match="is larger than 3 MiB"):
         TrainingClient().create(io.StringIO("x" * 4_000_000).read() + "\nkind: TFJob")
     assert created(home) == []
+
+
+def test_a_nul_byte_in_a_command_fails_the_replica_not_the_supervisor(
+    home: Path, tmp_path: Path
+) -> None:
+    job = make_job("TFJob", "nul").workers(1, command=["python", "-c", "print(1)\x00"])
+    job.run_policy(backoffLimit=0)
+    done = trainop("run", str(write(tmp_path, job.yaml().replace("\\0", "\\x00"))), timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "worker-0 | trainop: cannot start" in done.stdout
+    assert "the local supervisor failed" not in done.stderr
