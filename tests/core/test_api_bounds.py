@@ -11,7 +11,6 @@ from builders import JobBuilder, make_job, minimal_job
 
 from trainop_core.api.validation import prepare
 from trainop_core.errors import InvalidJobError
-from trainop_core.planner.lifecycle import seconds_left
 
 W = "spec.tfReplicaSpecs.Worker.template.spec"
 
@@ -201,6 +200,8 @@ def test_every_example_and_default_port_name_stays_valid() -> None:
 
 
 def test_the_planner_counts_an_int64_deadline_without_overflowing() -> None:
+    from trainop_core.planner.lifecycle import seconds_left
+
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)
     now = start + timedelta(seconds=30)
     assert seconds_left(2**63 - 1, start, now) > 1e18  # start + timedelta(...) overflows
