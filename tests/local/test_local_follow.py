@@ -109,7 +109,14 @@ def test_run_of_a_job_deleted_at_once_by_its_ttl_prints_everything_and_its_state
     cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     lines = py("for i in range(2000): print('line', i)")
-    job = make_job("TFJob", "ttl0").workers(2, command=lines).run_policy(ttlSecondsAfterFinished=0)
+    # AllWorkers: the job ends when both workers have (with the default policy it ends with
+    # worker 0, and its TTL of 0 then stops worker 1 mid-output, as it should).
+    job = (
+        make_job("TFJob", "ttl0")
+        .workers(2, command=lines)
+        .spec(successPolicy="AllWorkers")
+        .run_policy(ttlSecondsAfterFinished=0)
+    )
     path = tmp_path / "ttl0.yaml"
     path.write_text(job.yaml())
 
