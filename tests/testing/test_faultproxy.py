@@ -201,6 +201,18 @@ def test_a_dropped_connection_gets_no_answer(
     assert core.list_namespaced_pod(k8s_namespace).items == []
 
 
+def test_a_lost_answer_hides_a_write_that_happened(
+    proxy: FaultProxy, core: Any, k8s_namespace: str
+) -> None:
+    proxy.lose("create", "configmaps")
+    with pytest.raises(ProtocolError):
+        core.create_namespaced_config_map(k8s_namespace, configmap("made"))
+    with pytest.raises(ApiException) as again:  # the write reached the server all the same
+        core.create_namespaced_config_map(k8s_namespace, configmap("made"))
+    assert again.value.status == 409
+    assert proxy.stats.answers[("create", "configmaps", 201)] == 1
+
+
 def test_a_half_open_connection_sends_nothing_until_the_client_gives_up(
     proxy: FaultProxy, core: Any, k8s_namespace: str
 ) -> None:
