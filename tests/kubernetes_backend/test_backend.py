@@ -352,6 +352,19 @@ def test_an_unknown_context_is_a_clear_error(kubeconfig: Path) -> None:
         KubernetesBackend(kubeconfig=kubeconfig, context="elsewhere")
 
 
+def test_kubeconfig_set_after_the_kubernetes_package_was_loaded_is_the_one_used(
+    kubeconfig: Path, registry: KindRegistry, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubernetes package reads $KUBECONFIG once, on import; a process that sets it later
+    (a test, a notebook, a pipeline step's wrapper) must still get that cluster."""
+    import kubernetes.config  # noqa: F401 -- loaded before $KUBECONFIG names our cluster
+
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    backend = KubernetesBackend(registry=registry)
+    assert backend.default_namespace == cluster.namespace
+    assert backend.list(cluster.namespace) == []
+
+
 def test_in_cluster_configuration_outside_a_pod_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
