@@ -4,6 +4,7 @@ CRDs; the second, compactable, control plane serves none)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,40 @@ def test_gang_scheduling_without_the_pod_group_crd_exits_1(
         assert op.exit_code == 1
         assert cluster.proxy.stats.requests[("list", "podgroups")] == 1
         assert not cluster.proxy.stats.count("watch")  # it never started an informer
+
+
+def test_status_written_through_the_structural_schema_is_not_rewritten_on_every_reconcile(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """The server prunes what a CRD's schema does not declare: were any status field pruned,
+    the operator would see a difference on every reconcile and write the status again."""
+    from test_op_contract import SHAPES, job_of
+
+    from trainop_core.kinds.table import build_registry
+
+    plurals = {k.kind: k.plural for k in build_registry(entry_points=False)}
+    cluster.rule("*", run_seconds=None)
+    op = run_operator().wait_started()
+    for kind in SHAPES:
+        cluster.create_job(job_of(kind, f"s-{kind.lower()}").build())
+    for kind in SHAPES:
+        cluster.wait_condition(kind, f"s-{kind.lower()}", "Running")
+    wait_for(lambda: all(p.status.phase == "Running" for p in cluster.core.list_namespaced_pod(
+        cluster.namespace).items), what="every pod running")  # fmt: skip
+    time.sleep(1)  # the last status writes land
+
+    def status_writes() -> int:
+        return sum(
+            cluster.proxy.stats.requests[("update", f"{p}/status")] for p in plurals.values()
+        )
+
+    def reconciles() -> float:
+        total = op.manager.metrics.reconcile_total
+        return sum(total.value(controller=f"{kind.lower()}-controller", result=r)
+                   for kind in SHAPES for r in ("success", "requeue_after"))  # fmt: skip
+
+    before, reconciled = status_writes(), reconciles()
+    for kind in SHAPES:  # each poke is a reconcile that finds nothing to do
+        cluster.patch_job(kind, f"s-{kind.lower()}", {"metadata": {"labels": {"poke": "1"}}})
+    wait_for(lambda: reconciles() >= reconciled + len(SHAPES), what="the pokes reconciled")
+    assert status_writes() == before

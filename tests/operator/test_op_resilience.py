@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -281,3 +282,35 @@ def test_a_partitioned_operator_catches_up_when_the_network_heals(
     healed.join()
     assert cluster.proxy.stats.faults[("watch", "pods", "drop")] >= 1  # it did try meanwhile
     assert_no_pod_created_twice(cluster)
+
+
+def test_a_pod_held_in_terminating_is_replaced_only_once_it_is_gone(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """A real deletion is graceful: the pod stays (deletionTimestamp set) until its kubelet and
+    its finalizers are done. An ExitCode restart must wait for it, not race it with a create."""
+    cluster.rule("*", run_seconds=None)
+    op = run_operator().wait_started()
+    job = minimal_job("PyTorchJob", "held").build()
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["restartPolicy"] = "ExitCode"
+    cluster.create_job(job)
+    victim = "held-worker-0"
+    wait_for(lambda: len(pods := cluster.pods("held")) == 2 and pods, what="pods")
+    wait_for(lambda: _running(cluster, victim), what="running")
+    hold = {"metadata": {"finalizers": ["trainop.test/hold"]}}
+    cluster.core.patch_namespaced_pod(victim, cluster.namespace, hold)
+    cluster.terminate(victim, exit_code=137)  # retryable: the operator deletes and re-creates
+    wait_for(lambda: cluster.conditions("PyTorchJob", "held").get("Restarting") == "True")
+    pod = cluster.core.read_namespaced_pod(victim, cluster.namespace)
+    assert pod.metadata.deletion_timestamp is not None  # deleted, but held
+    time.sleep(2)  # reconciles meanwhile (the pod's own updates) must not re-create it
+    assert cluster.pod_adds[victim] == 1
+    assert not cluster.proxy.stats.answers[("create", "pods", 409)]
+    cluster.core.patch_namespaced_pod(victim, cluster.namespace, {"metadata": {"finalizers": None}})
+    wait_for(lambda: cluster.pod_adds[victim] == 2, what="re-created once the old pod is gone")
+    wait_for(lambda: _running(cluster, victim), what="the new pod running")
+    for pod_name in ("held-master-0", victim):
+        cluster.terminate(pod_name, exit_code=0)
+    cluster.wait_condition("PyTorchJob", "held", "Succeeded")
+    assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0
