@@ -66,6 +66,24 @@ def test_injected_api_errors_still_converge(
     assert_no_pod_created_twice(cluster)
 
 
+def test_a_429_is_retried_after_the_servers_retry_after_not_before(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """kube-apiserver's priority and fairness answers an overloaded client 429 with Retry-After;
+    like client-go, the operator's client waits that long and sends the request again itself."""
+    cluster.proxy.fail("create", "pods", code=429, retry_after=1, count=1)
+    cluster.rule("*", run_seconds=0.2)
+    op = run_operator().wait_started()
+    (name,) = run_jobs(cluster, 1)
+    cluster.wait_condition("PyTorchJob", name, "Succeeded")
+    creates = [(t, i.name, code) for t, i, code in cluster.proxy.stats.answered
+               if (i.verb, i.resource) == ("create", "pods")]  # fmt: skip
+    throttled = next(t for t, _, code in creates if code == 429)
+    after = [t for t, _, code in creates if code != 429 and t > throttled]
+    assert after and min(after) - throttled >= 0.9, "a pod create went out before Retry-After"
+    assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0
+
+
 def test_a_real_write_conflict_on_the_status_is_re_read_and_re_planned(
     cluster: Cluster, run_operator: Start
 ) -> None:

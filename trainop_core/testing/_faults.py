@@ -101,6 +101,8 @@ class Stats:
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)
     namespaces: Counter[str] = field(default_factory=Counter)  # requests per namespace
     answers: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    #: (time.monotonic(), request, code) of every answer, in order
+    answered: list[tuple[float, RequestInfo, int]] = field(default_factory=list)
     faults: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     total_watches: int = 0
     open_watches: int = 0

@@ -32,6 +32,7 @@ import fnmatch
 import ssl
 import tempfile
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 from types import TracebackType
@@ -245,6 +246,7 @@ class FaultProxy:
                 self.stats.namespaces[info.namespace] += 1
             else:
                 self.stats.answers[(info.verb, info.resource, code)] += 1
+                self.stats.answered.append((time.monotonic(), info, code))
 
     def _count_watch(self, opened: bool) -> None:
         with self._lock:
