@@ -332,3 +332,37 @@ def test_a_pod_held_in_terminating_is_replaced_only_once_it_is_gone(
         cluster.terminate(pod_name, exit_code=0)
     cluster.wait_condition("PyTorchJob", "held", "Succeeded")
     assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0
+
+
+def test_an_answer_cut_mid_body_is_a_transport_error_and_the_event_recorder_lives_on(
+    cluster: Cluster,
+) -> None:
+    """The headers came, the body broke off: the client raises its own ApiError (status 0), as
+    its contract says, so the recorder (which only expects ApiError) logs it and goes on."""
+    from trainop_core.operator.kube import EVENTS, ApiError, KubeClient
+    from trainop_core.operator.recorder import EventRecorder
+
+    client = KubeClient(cluster.proxy.api_client(cluster.control_plane.admin_token), qps=-1)
+    cluster.proxy.cut_answer("create", "events", count=2)
+    with pytest.raises(ApiError) as broken:
+        client.create(EVENTS, cluster.namespace, _event(cluster.namespace, "direct"))
+    assert broken.value.status == 0
+    recorder = EventRecorder(client)
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "j", "namespace": cluster.namespace, "uid": "u"}}  # fmt: skip
+    recorder.record(job, "Normal", "First", "its answer is cut", "c")
+    recorder.record(job, "Normal", "Second", "written after that", "c")
+    wait_for(
+        lambda: "Second" in {e["reason"] for e in client.list(EVENTS, cluster.namespace)["items"]},
+        what="the event after the broken answer",
+    )
+    recorder.stop()
+
+
+def _event(namespace: str, name: str) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": namespace},
+        "reason": "Test",
+        "message": "m",
+    }

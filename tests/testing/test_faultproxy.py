@@ -213,6 +213,15 @@ def test_a_lost_answer_hides_a_write_that_happened(
     assert proxy.stats.answers[("create", "configmaps", 201)] == 1
 
 
+def test_an_answer_cut_mid_body_breaks_the_read(
+    proxy: FaultProxy, core: Any, k8s_namespace: str
+) -> None:
+    proxy.cut_answer("create", "configmaps")
+    with pytest.raises(ProtocolError):
+        core.create_namespaced_config_map(k8s_namespace, configmap("half"))
+    assert core.read_namespaced_config_map("half", k8s_namespace).data == {"k": "half"}
+
+
 def test_a_half_open_connection_sends_nothing_until_the_client_gives_up(
     proxy: FaultProxy, core: Any, k8s_namespace: str
 ) -> None:

@@ -188,6 +188,8 @@ class KubeClient:
         resp = self._call(method, path, query, body, content_type, timeout)
         try:
             data = resp.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # the body broke off
+            raise ApiError(0, type(exc).__name__, str(exc)) from exc
         finally:
             resp.release_conn()
         decoded: Obj = json.loads(data) if data else {}

@@ -132,7 +132,7 @@ class Handler(BaseHTTPRequestHandler):
             if _is_stream(resp):
                 self._relay_stream(info, resp, cut_after)
             else:
-                self._relay_whole(resp)
+                self._relay_whole(resp, cut=cut_after is not None)
         except (OSError, http.client.HTTPException, ValueError):
             self._abort_stream()
 
@@ -162,10 +162,16 @@ class Handler(BaseHTTPRequestHandler):
         if conn is not None:
             conn.close()
 
-    def _relay_whole(self, resp: http.client.HTTPResponse) -> None:
+    def _relay_whole(self, resp: http.client.HTTPResponse, cut: bool = False) -> None:
+        """Forward an answer of known length; `cut`: only its headers and half its body."""
         data = resp.read()
         length = resp.getheader("Content-Length", "0") if self.command == "HEAD" else len(data)
         self._send_head(resp, {"Content-Length": str(length)})
+        if cut:
+            self.wfile.write(data[: len(data) // 2])
+            self._close_upstream()
+            self._abort_stream()
+            return
         self.wfile.write(data)
         if resp.will_close:
             self._close_upstream()

@@ -7,7 +7,8 @@ scripted list of :class:`Fault` rules (first match wins, each for ``count`` requ
 
 ``status``  answer an error instead (429 with ``Retry-After``, 500, 409 ...), as a Status object;
 ``delay``   wait ``seconds`` before forwarding (added latency);
-``cut``     forward a watch's first ``after_events`` events, then cut the stream mid-body;
+``cut``     forward a watch's first ``after_events`` events, then cut the stream mid-body; any
+            other answer is cut after its headers and half its body (the server acted on it);
 ``drop``    read the request and reset the connection without an answer;
 ``lose``    forward the request (the server acts on it), then reset the connection instead of
             relaying the answer: the client cannot know whether its write happened;
@@ -176,6 +177,10 @@ class FaultProxy:
 
     def cut_watch(self, resource: str = "*", after_events: int = 0, count: int | None = 1) -> Fault:
         return self.add(Fault("cut", "watch", resource, count, after_events=after_events))
+
+    def cut_answer(self, verb: str = "*", resource: str = "*", count: int | None = 1) -> Fault:
+        """Cut the next `count` matching answers after their headers and half their body."""
+        return self.add(Fault("cut", verb, resource, count))
 
     def drop(self, verb: str = "*", resource: str = "*", count: int | None = 1) -> Fault:
         return self.add(Fault("drop", verb, resource, count))
