@@ -284,6 +284,20 @@ def test_following_logs_streams_until_the_job_finished_and_the_pods_ended(
     assert LogLine("worker-0", "worker done") in got
 
 
+def test_a_pod_listing_whose_answer_breaks_off_is_a_backend_error(
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, k8s_proxy: FaultProxy
+) -> None:
+    """Not urllib3's ProtocolError escaping the backend: its own ApiError, naming what failed."""
+    from trainop_core.backends.kubernetes.errors import ApiError
+
+    create(backend, kinds, "PyTorchJob", "cut")
+    cluster.add_pod("PyTorchJob", "cut", "Master", 0)
+    k8s_proxy.cut_answer("list", "pods")
+    with pytest.raises(ApiError, match=f"pods of {cluster.namespace}/cut"):
+        list(backend.logs("cut", cluster.namespace))
+    assert k8s_proxy.stats.faults[("list", "pods", "cut")] == 1
+
+
 # --- stop / suspend / delete --------------------------------------------------------------------
 def test_stop_records_failed_and_deletes_the_running_pods(
     backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
