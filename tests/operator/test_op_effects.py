@@ -1,4 +1,5 @@
-"""The applier: the only place a controller writes, checked against a real API server."""
+"""The applier: the only place a controller writes, checked against the real kube-apiserver
+(through the fault proxy, whose counters show every request the applier sent)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ KIND = build_registry(entry_points=False).get("PyTorchJob")
 
 @pytest.fixture
 def applier(cluster: Cluster) -> Applier:
-    client = KubeClient(cluster.server.api_client(), qps=-1)
+    client = KubeClient(cluster.proxy.api_client(cluster.control_plane.admin_token), qps=-1)
     return Applier(
         KIND,
         job_resource(KIND),
@@ -36,7 +37,7 @@ def stored_job(cluster: Cluster, name: str) -> dict[str, Any]:
     body = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": cluster.namespace},
         "spec": {"pytorchReplicaSpecs": {}},
     }
     return cluster.create_job(body)
@@ -49,19 +50,19 @@ def pod(job: dict[str, Any], name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "ownerReferences": [owner]},
+        "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner]},
         "spec": {"containers": [{"name": "pytorch", "image": "busybox"}]},
     }
 
 
 def pods_named(cluster: Cluster, name: str) -> list[str]:
-    return [p.metadata.name for p in cluster.core.list_namespaced_pod("default").items
+    return [p.metadata.name for p in cluster.core.list_namespaced_pod(cluster.namespace).items
             if p.metadata.name == name]  # fmt: skip
 
 
 def pod_creations(cluster: Cluster) -> int:
-    """Pod creations the server accepted (the garbage collector may remove orphans later)."""
-    return cluster.server.stats.requests[("create", "pods")]
+    """Pod creations the applier sent (the garbage collector may remove orphans later)."""
+    return cluster.proxy.stats.requests[("create", "pods")]
 
 
 def test_children_of_a_live_job_are_created(cluster: Cluster, applier: Applier) -> None:

@@ -3,7 +3,9 @@
 Objects stay plain dicts (`_preload_content=False` + `json.loads`): the client's model
 deserialisation costs ~0.5 ms per pod, about 70x `json.loads`. Every request first takes a token
 from the client-side bucket (`--kube-api-qps`/`--kube-api-burst`; the Python client has none) and is
-counted in `rest_client_requests_total{verb,code}`.
+counted in `rest_client_requests_total{verb,code}`. A 429 (or 5xx) with Retry-After, which the API
+server's priority and fairness sends an overloaded client, is waited out and sent again, as
+client-go does.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +30,8 @@ Obj = dict[str, Any]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT = (10.0, 30.0)  # (connect, read) seconds for ordinary requests
+MAX_RETRIES = 10  # client-go's: a request refused with Retry-After is sent again up to 10 times
+MAX_RETRY_AFTER = 10.0  # seconds: a larger Retry-After is waited out 10 s at a time
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,8 @@ class KubeClient:
         resp = self._call(method, path, query, body, content_type, timeout)
         try:
             data = resp.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # the body broke off
+            raise ApiError(0, type(exc).__name__, str(exc)) from exc
         finally:
             resp.release_conn()
         decoded: Obj = json.loads(data) if data else {}
@@ -196,6 +203,29 @@ class KubeClient:
         return resp, _iter_lines(resp)
 
     def _call(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None,
+        body: Obj | None,
+        content_type: str,
+        timeout: tuple[float, float],
+    ) -> urllib3.BaseHTTPResponse:
+        """One request; a 429 or 5xx answer with Retry-After is waited out and sent again, up to
+        MAX_RETRIES times, as client-go does (the server did not act on it)."""
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                return self._call_once(method, path, query, body, content_type, timeout)
+            except _RetryAfter as wait:
+                if attempt == MAX_RETRIES or (self.stop is not None and self.stop.is_set()):
+                    raise wait.error from None
+                if self.stop is not None:
+                    self.stop.wait(wait.seconds)
+                else:
+                    time.sleep(wait.seconds)
+        raise AssertionError("unreachable")
+
+    def _call_once(
         self,
         method: str,
         path: str,
@@ -223,6 +253,9 @@ class KubeClient:
         except ApiException as exc:
             error = ApiError.from_exception(exc)
             self._count(method, str(error.status) if error.status else "<error>")
+            seconds = _retry_after(exc)
+            if seconds is not None:
+                raise _RetryAfter(error, seconds) from exc
             raise error from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self._count(method, "<error>")
@@ -233,6 +266,25 @@ class KubeClient:
     def _count(self, verb: str, code: str) -> None:
         if self.metrics:
             self.metrics.rest_requests.inc(verb=verb, code=code)
+
+
+class _RetryAfter(Exception):
+    """The server asked to be asked again in `seconds` (429, or a 5xx with Retry-After)."""
+
+    def __init__(self, error: ApiError, seconds: float) -> None:
+        super().__init__(str(error))
+        self.error, self.seconds = error, seconds
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    """client-go's rule: a 429 or 5xx answer that carries Retry-After (whole seconds)."""
+    status = exc.status or 0
+    header = (exc.headers or {}).get("Retry-After") if status == 429 or status >= 500 else None
+    try:
+        seconds = float(header) if header is not None else None
+    except ValueError:
+        return None
+    return None if seconds is None else min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
 def _query_value(value: Any) -> str:

@@ -71,13 +71,15 @@ class Pods:
     def of_job(self, kind: Kind, namespace: str, job: str) -> list[ReplicaPod]:
         """The job's pods (upstream's job-name and operator-name labels), master first."""
         selector = f"{JOB_NAME_LABEL}={job},{OPERATOR_NAME_LABEL}={kind.controller_name}"
-        response = _request(
-            lambda: self._core.list_namespaced_pod(
-                namespace, label_selector=selector, _preload_content=False
+        data = _request(  # the body is read inside: an answer that breaks off is an ApiError
+            lambda: (
+                self._core.list_namespaced_pod(
+                    namespace, label_selector=selector, _preload_content=False
+                ).data
             ),
             what=f"pods of {namespace}/{job}",
         )
-        items = json.loads(response.data).get("items") or []
+        items = json.loads(data).get("items") or []
         return sorted((replica_pod(p, kind) for p in items), key=lambda p: p.order)
 
     def delete(self, namespace: str, pod: str) -> None:
