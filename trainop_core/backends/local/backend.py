@@ -23,9 +23,7 @@ from trainop_core.api.job import GROUP, TrainingJob
 from trainop_core.api.types import format_time, utc_now
 from trainop_core.backends.base import LogLine
 from trainop_core.backends.local.addressing import allocate_ports
-from trainop_core.backends.local.kubelet import kill_session
 from trainop_core.backends.local.logs import follow_logs, read_logs, replica_order
-from trainop_core.backends.local.podspec import local_warnings, runnable_problems
 from trainop_core.backends.local.spawn import spawn_supervisor
 from trainop_core.backends.local.state import (
     JobDir,
@@ -35,6 +33,8 @@ from trainop_core.backends.local.state import (
     write_json_atomic,
 )
 from trainop_core.backends.local.status import failed_status, is_finished
+from trainop_core.backends.process.kubelet import kill_session
+from trainop_core.backends.process.podspec import local_warnings, runnable_problems
 from trainop_core.errors import AlreadyExistsError, InvalidJobError, TrainopError
 from trainop_core.kinds.base import Kind
 from trainop_core.replicas import replica_ids

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from trainop_core.backends.local.addressing import LocalAddressing, replica_id
-from trainop_core.backends.local.kubelet import LocalPod, stop_pods
-from trainop_core.backends.local.podspec import base_env, launch_spec
 from trainop_core.backends.local.state import JobDir, read_json, write_json_atomic
 from trainop_core.backends.local.status import failed_status, is_finished
+from trainop_core.backends.process.kubelet import LocalPod, stop_pods
+from trainop_core.backends.process.podspec import base_env, launch_spec
 from trainop_core.planner.types import Observed, Plan
 
 SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from trainop_core.backends.local.podspec import LaunchSpec, Step
+from trainop_core.backends.process.podspec import LaunchSpec, Step
 from trainop_core.planner.types import ObservedPod
 
 _PR_SET_PDEATHSIG = 1
