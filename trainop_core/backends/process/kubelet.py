@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,11 +51,24 @@ def restart_delay(restarts: int) -> float:
     return float(min(MAX_BACKOFF_SECONDS, 0.2 * 2 ** max(0, restarts - 1)))
 
 
-class LocalPod:
-    """One pod: init containers in order, then the main container, restarted in place if asked."""
+Spawner = Callable[[Step, IO[bytes]], "subprocess.Popen[bytes]"]
 
-    def __init__(self, spec: LaunchSpec | None, replica_type: str, log_path: Path) -> None:
+
+class LocalPod:
+    """One pod: init containers in order, then the main container, restarted in place if asked.
+
+    `spawn` starts one container's process; the default suits a single-threaded caller (the
+    local supervisor), `spawn_from_threads` a multi-threaded one (a Ray actor)."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec | None,
+        replica_type: str,
+        log_path: Path,
+        spawn: Spawner | None = None,
+    ) -> None:
         self.spec = spec
+        self._spawn = spawn or _spawn
         self.name = spec.pod_name if spec else ""
         self.replica_type = replica_type  # canonical, e.g. "Worker"
         self.index = spec.index if spec else 0
@@ -111,7 +127,7 @@ class LocalPod:
         self.phase = "Pending" if in_init else "Running"
         with self.log_path.open("ab") as log:
             try:
-                self._proc = _spawn(step, log)
+                self._proc = self._spawn(step, log)
             except OSError as exc:
                 log.write(f"trainop: cannot start {step.argv[0]!r}: {exc}\n".encode())
                 self._proc, self.pid = None, None  # nothing of ours runs under the old pid
@@ -232,6 +248,51 @@ def _spawn(step: Step, log: IO[bytes]) -> subprocess.Popen[bytes]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=lambda: _die_with_parent(parent),  # the supervisor is single-threaded
+    )
+
+
+# Runs in the child between fork and exec of a multi-threaded parent, where Python code must not
+# run (another thread may hold a lock the child would need): a tiny interpreter of its own asks
+# for SIGKILL on the parent's death, checks the parent is still there, then execs the command.
+_DIE_WITH_PARENT_EXEC = (
+    "import ctypes, os, signal, sys\n"
+    "try: ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "except (OSError, AttributeError): pass\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(137)\n"
+    "os.execv(sys.argv[2], sys.argv[3:])\n"
+)
+
+
+def _resolve(step: Step) -> str:
+    """The executable Popen would run for `step` (FileNotFoundError/PermissionError as Popen)."""
+    program = step.argv[0]
+    if os.sep in program:
+        path = os.path.join(step.cwd, program)
+    else:
+        found = shutil.which(program, path=step.env.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", program)
+        path = found
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", program)
+    if not os.access(path, os.X_OK):
+        raise PermissionError(errno.EACCES, "Permission denied", program)
+    return os.path.abspath(path)
+
+
+def spawn_from_threads(step: Step, log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Like the default spawner, for a multi-threaded parent (no Python code after fork): the
+    child execs a minimal interpreter that arms PR_SET_PDEATHSIG and then execs the command."""
+    program = _resolve(step)
+    boot = [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT_EXEC, str(os.getpid())]
+    return subprocess.Popen(
+        [*boot, program, *step.argv],
+        cwd=step.cwd,
+        env=dict(step.env),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
