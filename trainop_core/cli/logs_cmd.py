@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from trainop_core.cli._output import EXIT_OK, add_backend_options, report_error
+from trainop_core.cli._output import EXIT_OK, add_backend_options, make_client, report_error
 from trainop_core.errors import TrainopError
 
 
@@ -32,10 +32,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
         namespace = args.namespace or client.default_namespace
         for line in client.logs(args.name, namespace, args.replica, args.follow):
             text = line.text if args.replica else f"{line.replica} | {line.text}"

@@ -21,6 +21,7 @@ from trainop_core.cli._output import (
     EXIT_OK,
     EXIT_TIMEOUT,
     add_backend_options,
+    make_client,
     replica_detail,
     report_error,
     resource,
@@ -77,11 +78,9 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     setup_logging()
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
         job = client.create(_source(args.file), namespace=args.namespace)
     except TrainopError as err:
         return report_error(err)
