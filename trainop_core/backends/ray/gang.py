@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.placement_group import (
+    PlacementGroup,
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from trainop_core.backends.ray.placement import Placement, distinct_ports
@@ -166,7 +171,17 @@ class Gang:
         if self.pg is not None:
             with contextlib.suppress(Exception):
                 remove_placement_group(self.pg)
+                _until_removed(self.pg)
             self.pg = None
+
+
+def _until_removed(pg: PlacementGroup, timeout: float = 30.0) -> None:
+    """Removing a placement group is asynchronous: wait until Ray says it is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if placement_group_table(pg).get("state") == "REMOVED":
+            return
+        time.sleep(0.05)
 
 
 def _wait(

@@ -398,11 +398,7 @@ class Supervisor:
     def _drain_all(self) -> None:
         """Read what the replicas wrote and was not reported yet (before their actors go)."""
         for slot in self.gang.slots.values():
-            if slot.watch is not None:
-                with contextlib.suppress(Exception):
-                    ray.wait([slot.watch], timeout=1.0)
-                with contextlib.suppress(Exception):
-                    self._take(slot, slot.watch)
+            slot.watch = None  # its answer, if it comes, would repeat what is read here
             for _ in range(64):  # the rest of its output file, a bounded chunk at a time
                 if slot.actor is None:
                     break
