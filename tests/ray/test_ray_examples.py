@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ray_helpers import addresses
 
 from trainop_core.client import TrainingClient, is_succeeded, job_state
 
 ROOT = Path(__file__).resolve().parents[2]
+STRATEGY = "ray.trainop.dev/placement-strategy"
 
 
 def _expectations() -> dict[str, dict[str, Any]]:
@@ -37,8 +39,12 @@ TRAINING = [
 
 
 def _run_example(client: TrainingClient, example: str) -> None:
+    """Run the example's YAML as it is, plus one annotation asking Ray to spread its replicas
+    over the nodes (PACK, the default, would put a 2-replica job on one 2-CPU node)."""
     expected = EXPECTED[example]
-    created = client.create(ROOT / example)
+    job = yaml.safe_load((ROOT / example).read_text())
+    job["metadata"].setdefault("annotations", {})[STRATEGY] = "SPREAD"
+    created = client.create(job, workdir=(ROOT / example).parent)
     finished = client.wait(created.name, created.namespace, timeout=expected["timeout_s"] * 3)
     logs = list(client.logs(created.name, created.namespace, follow=True))
     text = "\n".join(f"{line.replica} | {line.text}" for line in logs)

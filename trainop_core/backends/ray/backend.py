@@ -64,6 +64,9 @@ def actor_name(name: str, namespace: str) -> str:
 class RayBackend:
     """Jobs on a Ray cluster (see the module docstring for `address` and `files`).
 
+    `working_dir` (upload mode): a package already on the cluster (a `gcs://` URI from
+    `upload_files`, or any URI Ray accepts) that every job starts in instead of its own
+    directory; a Ray Tune search uploads the template's directory once, on the driver, that way.
     `init_options` go to `ray.init` when this backend connects (e.g. `num_cpus` for a local
     Ray, `runtime_env`)."""
 
@@ -74,11 +77,13 @@ class RayBackend:
         address: str | None = None,
         *,
         files: str = "upload",
+        working_dir: str | None = None,
         init_options: Mapping[str, Any] | None = None,
     ) -> None:
         if files not in FILES_MODES:
             raise TrainopError(f"files={files!r}: expected one of {', '.join(FILES_MODES)}")
         self.files = files
+        self.working_dir = working_dir
         self.address = address
         connect(address, init_options or {})
         self._supervisor_class = remote_class()
@@ -181,7 +186,7 @@ class RayBackend:
     def _runtime_env(self, job: TrainingJob, workdir: Path) -> dict[str, Any]:
         env = extra_runtime_env(job)
         if self.files == "upload":
-            env["working_dir"] = str(workdir)
+            env["working_dir"] = self.working_dir or str(workdir)
             env = upload_files(env)
         return env
 
