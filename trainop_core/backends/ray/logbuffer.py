@@ -27,7 +27,7 @@ class LogBuffer:
         self._data += chunk
         excess = len(self._data) - self.limit
         if excess > 0:
-            cut = self._data.find(b"\n", excess)  # keep whole lines where possible
+            cut = self._data.find(b"\n", excess - 1)  # keep whole lines where possible
             cut = excess if cut == -1 else cut + 1
             del self._data[:cut]
             self.start += cut
