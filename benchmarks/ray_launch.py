@@ -98,7 +98,9 @@ def main() -> int:
     parser.add_argument("--address", default=None, help="an existing cluster (default: private)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+    )
     os.environ.setdefault("RAY_TRAIN_ENABLE_STATE_TRACKING", "0")
     import ray
 
@@ -124,6 +126,7 @@ def _measure(args: argparse.Namespace, temp: Path) -> int:
     from trainop_core.backends.ray import RayBackend
     from trainop_core.client import TrainingClient
 
+    logging.getLogger("trainop").setLevel(logging.ERROR)  # "image not pulled", once per run
     client = TrainingClient(RayBackend(files=args.files))
     launchers = {
         "trainop (ray)": lambda: run_trainop(client),

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import ray
-from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 
 from trainop_core.backends.ray.addressing import RayAddressing, UnplacedAddressing
 from trainop_core.backends.ray.gang import Gang, PlacementInterrupted, PlacementTimeout, Slot
@@ -114,7 +114,11 @@ class Supervisor:
         return list(self.placement.replicas)
 
     def stop(self, reason: str) -> None:
-        """Stop every replica of an unfinished job and record it Failed with `reason`."""
+        """Stop every replica of an unfinished job and record it Failed with `reason` (a finished
+        job is left as it is)."""
+        with self.lock:
+            if self._finished():
+                return
         self._request("stop", reason, lambda: self._finished() and not self._running())
 
     def set_suspended(self, suspended: bool) -> None:
@@ -219,20 +223,34 @@ class Supervisor:
         self._event("Warning", "GangRestart", message)
 
     def _start_pods(self, manifests: list[dict[str, Any]]) -> int:
-        started = 0
+        """Hand each planned pod to its replica's actor (all at once, then wait for them)."""
+        calls = []
         for manifest in manifests:
             slot = self._slot_of(manifest)
             if slot is None or slot.pod is not None or slot.actor is None:
                 continue
-            slot.actor.start.remote(manifest, self.kind.default_container, self.workdir)
+            ref = slot.actor.start.remote(manifest, self.kind.default_container, self.workdir)
             labels = manifest["metadata"]["labels"]
             index = int(labels["training.kubeflow.org/replica-index"])
-            slot.pod = ObservedPod(
-                manifest["metadata"]["name"], slot.replica_type, index, "Pending"
-            )
+            name = manifest["metadata"]["name"]
+            slot.pod = ObservedPod(name, slot.replica_type, index, "Pending")
             slot.running = True
-            started += 1
-        return started
+            calls.append((slot, ref))
+        for slot, ref in calls:
+            try:
+                ray.get(ref, timeout=120)
+            except RayActorError as exc:
+                self._lose(slot, exc)
+            except Exception as exc:  # the pod could not be made into processes
+                assert slot.pod is not None
+                message = f"could not start: {exc}"
+                slot.pod = ObservedPod(
+                    slot.pod.name, slot.replica_type, slot.pod.index, "Failed", 127,
+                    reason="StartError", message=message,
+                )  # fmt: skip
+                slot.running = False
+                self._mark(slot.replica, message)
+        return len(calls)
 
     def _slot_of(self, manifest: dict[str, Any]) -> Slot | None:
         labels = manifest["metadata"]["labels"]
@@ -273,7 +291,7 @@ class Supervisor:
         except PlacementTimeout as exc:
             self._fail_unschedulable(timeout, str(exc))
             return True
-        except (RayActorError, ray.exceptions.RayError) as exc:
+        except RayError as exc:
             self._fail_placing(exc)
             return True
         for replica in moved:
@@ -324,7 +342,7 @@ class Supervisor:
         except ActorUnavailableError:
             slot.watch = slot.actor.watch.remote(slot.version, slot.offset, WATCH_SECONDS)
             return
-        except RayActorError as exc:
+        except RayError as exc:  # the actor died (or its answer was lost with its node)
             self._lose(slot, exc)
             return
         self._append(slot.replica, report["log"])
@@ -383,16 +401,14 @@ class Supervisor:
     def _release_if_idle(self) -> None:
         """Once nothing runs any more and the job is finished or suspended, give back its
         placement group (a resumed job is placed again)."""
-        if self.gang.pg is None or self._running():
-            return
         suspended = bool((self.wire["spec"].get("runPolicy") or {}).get("suspend"))
-        if self._finished() or suspended:
+        if self.gang.pg is not None and not self._running() and (self._finished() or suspended):
             self._drain_all()
             self.gang.release()
             for slot in self.gang.slots.values():
                 slot.pod = None if suspended else slot.pod
         with self.lock:
-            self.settled = self._finished() and self.gang.pg is None
+            self.settled = self._finished() and self.gang.pg is None and not self._running()
             self.lock.notify_all()
 
     def _drain_all(self) -> None:
