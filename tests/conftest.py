@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trainop_core.kinds.base import Kind
@@ -18,3 +20,12 @@ def registry() -> KindRegistry:
 def kinds(registry: KindRegistry) -> dict[str, Kind]:
     """Built-in kinds by name."""
     return {kind.kind: kind for kind in registry.kinds}
+
+
+@pytest.fixture(scope="session")
+def mxnet_venv() -> Path:
+    """The interpreter of examples/mxnet/.venv (tests marked `mxnet`); see tests/mxnet_env.py:
+    a test needing it fails under CI, and is skipped elsewhere, when it cannot be built."""
+    from mxnet_env import mxnet_python
+
+    return mxnet_python()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,16 +30,6 @@ def _expectations() -> dict[str, dict[str, Any]]:
 
 
 EXAMPLES = _expectations()
-
-
-@pytest.fixture(scope="session")
-def mxnet_venv() -> Path:
-    """examples/mxnet/.venv, built by the example's own script (idempotent)."""
-    script = ROOT / "examples" / "mxnet" / "setup_venv.sh"
-    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        pytest.skip(f"MXNet venv could not be built by {script}: {done.stderr.strip()[-500:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture

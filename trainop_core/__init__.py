@@ -15,6 +15,7 @@ from trainop_core.api import (
     prepare,
     validate_job,
 )
+from trainop_core.api.admission import AdmissionWarning
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import (
     CleanPodPolicy,
@@ -25,7 +26,13 @@ from trainop_core.api.types import (
     RunPolicy,
     SchedulingPolicy,
 )
-from trainop_core.client import TrainingClient, is_finished, job_state, primary_replica
+from trainop_core.client import (
+    TrainingClient,
+    failure_message,
+    is_finished,
+    job_state,
+    primary_replica,
+)
 from trainop_core.errors import (
     AlreadyExistsError,
     InvalidJobError,
@@ -42,6 +49,7 @@ from trainop_core.report import parse_metrics, report
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdmissionWarning",
     "AlreadyExistsError",
     "CleanPodPolicy",
     "InvalidJobError",
@@ -64,6 +72,7 @@ __all__ = [
     "build_registry",
     "dump_json",
     "dump_yaml",
+    "failure_message",
     "is_finished",
     "job_state",
     "load_job",

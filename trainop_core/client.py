@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from trainop_core.api.admission import AdmissionWarning, admission_warnings
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import ConditionType
 from trainop_core.backends.base import Backend, LogLine, Recoverable, Waiter
@@ -20,7 +22,8 @@ from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.conditions import is_finished as status_finished
 from trainop_core.planner.conditions import is_true
-from trainop_core.replicas import replica_counts, replica_id
+from trainop_core.replicas import primary_replica as primary_of
+from trainop_core.replicas import replica_id
 
 JobSource = TrainingJob | str | Path | Mapping[str, Any]
 
@@ -62,11 +65,15 @@ class TrainingClient:
         """Validate, default and start `job` (a model, a YAML/JSON file path or text, a dict).
 
         Raises InvalidJobError listing every problem (nothing is created then), and
-        AlreadyExistsError if namespace/name exists (finished jobs exist until deleted). Relative
+        AlreadyExistsError if namespace/name exists (finished jobs exist until deleted). Issues
+        an `AdmissionWarning` (Python's `warnings`) for each warning upstream's webhook would
+        give, such as a deprecated field; the job is created all the same. Relative
         paths in the job (e.g. `command: [python, train.py]`) resolve against `workdir` if given,
         else the job file's directory when created from a file, else the current directory.
         """
         kind, prepared, origin = prepare_source(job, namespace)
+        for warning in admission_warnings(prepared, kind):
+            warnings.warn(AdmissionWarning(str(warning)), stacklevel=2)
         where = Path(workdir).resolve() if workdir is not None else origin
         return self.backend.create(prepared, kind, workdir=where)
 
@@ -162,16 +169,38 @@ def is_succeeded(job: TrainingJob) -> bool:
     return job.status is not None and is_true(job.status, ConditionType.SUCCEEDED)
 
 
+def failure_message(job: TrainingJob) -> str:
+    """Why a finished job failed, in one line for a person ("" if it has not failed). Every
+    integration reports a failure with this text, then adds its own context (log tails).
+
+    In order: the message of the newest Failed condition, which whoever failed the job wrote at
+    that moment and which names the cause (which replicas failed, the backoff limit, the
+    deadline, validation problems, a user's stop): it is what `kubectl describe` shows upstream
+    users. Else the replica types the status counts failed replicas for, with the condition's
+    reason: the status always has the counts, even when a writer left the message empty. Else a
+    generic text naming the job, so a failure is never reported with an empty message.
+    """
+    conditions = job.status.conditions if job.status is not None else []
+    failed = [c for c in conditions if c.type == ConditionType.FAILED and c.status.value == "True"]
+    if not failed:
+        return ""
+    if failed[-1].message:
+        return failed[-1].message
+    statuses = job.status.replica_statuses if job.status is not None else {}
+    replicas = [f"{s.failed} {rtype}" for rtype, s in statuses.items() if s.failed]
+    reason = failed[-1].reason or f"{job.kind}Failed"
+    if replicas:
+        return f"{reason}: {', '.join(replicas)} replica(s) failed"
+    return f"{job.kind} {job.key} failed ({reason}; no message recorded)"
+
+
 def primary_replica(job: TrainingJob, kind: Kind | None = None) -> str:
-    """The replica whose logs and exit tell the job's story: the one the kind's master-role hook
-    picks (master/chief, or worker-0 without one), as "master-0"."""
-    kind = kind or _kind_of(job)
-    counts = replica_counts(job, kind)
-    for rtype, count in counts.items():
-        for index in range(count):
-            if kind.is_master_role(counts, rtype, index):
-                return replica_id(rtype, index)
-    return replica_id(next(iter(counts)), 0)
+    """The replica whose output is the job's result, as "master-0": its log carries the metrics
+    the integrations read, and a Flyte function task returns its value. One definition per kind
+    (`Kind.primary_types`): TF chief, else master, else worker 0; PyTorch and XGBoost master 0
+    (worker 0 without a master); MXNet worker 0 (each kind module says). Not the
+    `job-role: master` label, which keeps upstream's quirk of marking MXNet's Servers."""
+    return replica_id(*primary_of(job, kind or _kind_of(job)))
 
 
 def supervisor_lost(job: TrainingJob) -> bool:

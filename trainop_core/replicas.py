@@ -26,6 +26,13 @@ def replica_id(rtype: str, index: int) -> str:
     return f"{rtype.lower()}-{index}"
 
 
+def primary_replica(job: TrainingJob, kind: Kind) -> tuple[str, int]:
+    """(replica type, index) of the replica whose output is the job's result, as the kind
+    defines it (`Kind.primary_types`): TF chief, else master, else worker 0; PyTorch and XGBoost
+    master 0; MXNet worker 0 (each kind module says). Pure."""
+    return kind.primary_replica(replica_counts(job, kind))
+
+
 def replica_ids(job: TrainingJob, kind: Kind) -> list[str]:
     """Every replica's short name, in `replica_counts` order. Pure."""
     return [

@@ -157,7 +157,9 @@ def main():
         f"final_loss={tot_loss / seen:.4f}",
         flush=True,
     )
-    if rank == 0:
+    # The job's result is worker 0's (the replica trainop, the trial runner, KFP and Flyte read
+    # metrics from), which is not always kvstore rank 0: ps-lite ranks by registration order.
+    if os.environ.get("DMLC_WORKER_ID", "0") == "0":
         print(
             f"final: num_workers={nw} num_servers={os.environ.get('DMLC_NUM_SERVER')} "
             f"test_accuracy={test_acc:.4f} loss={tot_loss / seen:.4f} "

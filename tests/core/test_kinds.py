@@ -123,6 +123,52 @@ def test_master_role_per_kind(
     assert found == masters
 
 
+# --- primary replica (the job's result) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "replicas", "primary"),
+    [
+        ("TFJob", {"Chief": 1, "PS": 1, "Worker": 2}, "chief-0"),
+        ("TFJob", {"Master": 1, "Worker": 2}, "master-0"),
+        ("TFJob", {"PS": 2, "Worker": 2, "Evaluator": 1}, "worker-0"),
+        ("PyTorchJob", {"Master": 1, "Worker": 2}, "master-0"),
+        ("PyTorchJob", {"Worker": 3}, "worker-0"),
+        ("XGBoostJob", {"Master": 1, "Worker": 2}, "master-0"),
+        ("MXJob", {"Scheduler": 1, "Server": 2, "Worker": 2}, "worker-0"),
+        ("JAXJob", {"Worker": 3}, "worker-0"),
+    ],
+    ids=[
+        "TF chief's output is the result",
+        "TF legacy Master's output is the result",
+        "TF without chief or master takes worker 0",
+        "PyTorch master's output is the result",
+        "PyTorch worker-only takes worker 0",
+        "XGBoost master's output is the result",
+        "MXNet worker 0 is the result, not a parameter server",
+        "JAX worker 0 is the result",
+    ],
+)
+def test_primary_replica_per_kind(kind: str, replicas: dict[str, int], primary: str) -> None:
+    from trainop_core.client import primary_replica
+
+    wire = {"replica_field": "jaxReplicaSpecs", "container": "jax"} if kind == "JAXJob" else {}
+    builder = make_job(kind, **wire)
+    for rtype, count in replicas.items():
+        builder.replica(rtype, count)
+    job = defaulted(builder.job())
+    assert primary_replica(job) == primary
+    rtype, index = kind_of(kind).primary_replica(replicas)  # the same answer from counts alone
+    assert f"{rtype.lower()}-{index}" == primary
+
+
+def test_the_mxnet_primary_is_not_the_replica_with_the_master_label() -> None:
+    replicas = {"Scheduler": 1, "Server": 1, "Worker": 2}
+    kind = kind_of("MXJob")
+    assert kind.is_master_role(replicas, "Server", 0)
+    assert kind.primary_replica(replicas) == ("Worker", 0)
+
+
 # --- defaults -------------------------------------------------------------------------------
 
 
@@ -179,7 +225,10 @@ def problems(builder_: JobBuilder) -> list[str]:
         (lambda: make_job("TFJob").chief(2), "more than 1 Chief or Master"),
         (lambda: make_job("PyTorchJob").master(2).workers(1), "Master.replicas: must be 1"),
         (lambda: make_job("PyTorchJob").master().workers(0), "Worker.replicas: must be at least"),
-        (lambda: make_job("PyTorchJob").master().spec(elasticPolicy={}), "needs a Worker"),
+        (
+            lambda: make_job("PyTorchJob").master().spec(elasticPolicy={}),
+            "spec.pytorchReplicaSpecs.Worker: is required when spec.elasticPolicy is set",
+        ),
         (lambda: make_job("PyTorchJob").workers(1).spec(nprocPerNode="many"), "auto, cpu, gpu"),
         (
             lambda: (
@@ -198,7 +247,7 @@ def problems(builder_: JobBuilder) -> list[str]:
         "TF rejects two chiefs",
         "PyTorch needs exactly one Master",
         "PyTorch rejects zero workers",
-        "PyTorch elastic policy needs workers",
+        "PyTorch elastic policy names the missing Worker spec, as upstream",
         "PyTorch nprocPerNode must be auto cpu gpu or a number",
         "PyTorch rejects both nprocPerNode spellings",
         "XGBoost requires a Master",

@@ -64,6 +64,25 @@ def worker_fails() -> str:
     return "unreachable"
 
 
+def _worker_two_fails() -> str:
+    if os.environ.get("RANK") == "2":
+        raise ValueError("worker two exploded")
+    time.sleep(60)  # the master: the task must not wait for it
+    return "unreachable"
+
+
+@task(task_config=PyTorch(workers=2))
+def worker_fails_by_default() -> str:
+    """No restart policy set: worker 1 (rank 2) raises at once and fails the task."""
+    return _worker_two_fails()
+
+
+@task(task_config=PyTorch(workers=2, compat=True))
+def worker_fails_by_default_compat() -> str:
+    """The same as a compat-mode task (Flyte's own `pytorch` type)."""
+    return _worker_two_fails()
+
+
 @task(task_config=TensorFlow(workers=1, chief=True))
 def tf_config() -> str:
     """Each replica checks that TF_CONFIG names it; the output is the chief's TF_CONFIG."""
@@ -126,6 +145,23 @@ def xgb_train(rounds: int) -> dict[str, float]:
     if tracker is not None:
         tracker.wait_for(60)
     return {"world_size": float(size), "rows": float(rows), "accuracy": accuracy}
+
+
+@task(task_config=MXNet(workers=2, servers=1))
+def mxnet_ps_report(epochs: int) -> dict[str, str]:
+    """Every replica runs the MXNet example in its own venv (examples/mxnet/setup_venv.sh) and
+    reports who it is and the metrics it printed; the task's value is the primary replica's."""
+    import subprocess
+    from pathlib import Path
+
+    from trainop_core.report import collect_metrics
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "mxnet"
+    argv = [str(example / ".venv" / "bin" / "python"), "ps_train.py", "--epochs", str(epochs)]
+    done = subprocess.run(argv, cwd=example, capture_output=True, text=True, check=True)
+    seen = collect_metrics(done.stdout.splitlines())
+    who = {"role": os.environ["DMLC_ROLE"], "worker_id": os.environ.get("DMLC_WORKER_ID", "")}
+    return {**who, **{name: str(value) for name, value in seen.items()}}
 
 
 # --- serialised only (golden files) -----------------------------------------------------------

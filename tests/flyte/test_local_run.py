@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
+from pathlib import Path
+from typing import Any
 
 import flyte_tasks
 import pytest
 from trainop_flyte import TrainingJobFailed
+
+from trainop_core.client import TrainingClient
 
 
 def test_plain_call_returns_the_master_replicas_output_from_another_process() -> None:
@@ -40,6 +46,29 @@ def test_a_failing_replica_fails_the_task_with_the_jobs_reason_and_its_log() -> 
     assert "PyTorchJob" in message and "failed" in message
     assert "last lines of worker-1" in message
     assert "worker two exploded" in message
+
+
+@pytest.mark.parametrize(
+    "task",
+    [flyte_tasks.worker_fails_by_default, flyte_tasks.worker_fails_by_default_compat],
+    ids=["a native task", "a compat-mode task"],
+)
+def test_a_failing_replica_fails_the_task_promptly_unless_a_restart_policy_is_set(
+    task: Any,
+) -> None:
+    # Flyte owns retries: replicas default to restartPolicy Never, as in Flyte's own plugins
+    started = time.monotonic()
+    with pytest.raises(TrainingJobFailed) as failure:
+        task()
+    elapsed = time.monotonic() - started
+
+    message = str(failure.value)
+    found = re.search(r"job (\S+)/(\S+)\)", message)
+    assert found is not None, message
+    TrainingClient("local").delete(found[2], found[1])  # stop the master, still sleeping
+    assert "1 Worker replica(s) failed" in message
+    assert "worker two exploded" in message  # the failing replica's own reason
+    assert elapsed < 45, f"the task took {elapsed:.0f} s to fail"
 
 
 def test_each_tensorflow_replica_sees_its_own_tf_config() -> None:
@@ -82,3 +111,14 @@ def test_worker_zero_is_the_primary_when_there_is_no_chief() -> None:
     config = json.loads(flyte_tasks.tf_worker_zero())
 
     assert config["task"] == {"type": "worker", "index": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_an_mxnet_function_task_returns_worker_0s_result_not_a_parameter_servers(
+    mxnet_venv: Path,
+) -> None:
+    report = flyte_tasks.mxnet_ps_report(epochs=2)
+
+    assert (report["role"], report["worker_id"]) == ("worker", "0")
+    assert 0.5 < float(report["accuracy"]) <= 1.0  # worker 0 printed the example's metrics

@@ -13,11 +13,13 @@ from typing import Any
 
 import flyte_tasks
 import pytest
+from flyteidl.plugins import common_pb2 as plugin_common
 from flyteidl.plugins.kubeflow import pytorch_pb2, tensorflow_pb2
 from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekit.tools.translator import get_serializable
 from google.protobuf.json_format import MessageToDict, ParseDict
-from trainop_flyte import TrainingJobCommandTask
+from trainop_flyte import PyTorch, Replica, RestartPolicy, TrainingJobCommandTask
+from trainop_flyte.spec import Container, job_manifest
 
 GOLDEN = Path(__file__).parent / "golden"
 SETTINGS = SerializationSettings(
@@ -76,6 +78,28 @@ def test_native_mode_is_the_connectors_task_type_with_the_job_manifest() -> None
         "Worker": 2,
     }
     assert data["container"]["args"][0] == "pyflyte-execute"
+
+
+def test_replicas_default_to_never_restart_in_native_and_compat_mode() -> None:
+    native = template_of(flyte_tasks.rank_sum)["custom"]["job"]["spec"]["pytorchReplicaSpecs"]
+    compat = ParseDict(
+        template_of(flyte_tasks.rank_sum_compat)["custom"],
+        pytorch_pb2.DistributedPyTorchTrainingTask(),
+    )
+
+    assert {spec["restartPolicy"] for spec in native.values()} == {"Never"}
+    # Flyte's backend reads an unset restart policy as its enum's zero value, NEVER
+    never = plugin_common.RESTART_POLICY_NEVER
+    assert compat.master_replicas.restart_policy == compat.worker_replicas.restart_policy == never
+
+
+def test_a_restart_policy_the_config_sets_is_kept() -> None:
+    spec = template_of(flyte_tasks.worker_fails)["custom"]["job"]["spec"]["pytorchReplicaSpecs"]
+    assert spec["Worker"]["restartPolicy"] == "Never" and spec["Master"]["restartPolicy"] == "Never"
+    config = PyTorch(workers=1, worker=Replica(restart_policy=RestartPolicy.ON_FAILURE))
+    manifest = job_manifest(config, Container(image="img"))
+    assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure"
+    assert manifest["spec"]["pytorchReplicaSpecs"]["Master"]["restartPolicy"] == "Never"
 
 
 def test_compat_pytorch_is_flytes_own_v1_message() -> None:

@@ -81,6 +81,37 @@ def test_the_katib_export_is_written_without_running_a_search(tmp_path: Path) ->
     assert yaml.safe_load(out.read_text()) == katib_experiment(EXAMPLE, space, "loss", "min")
 
 
+def test_the_katib_export_carries_samples_concurrency_and_the_scheduler(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "experiment.yaml"
+    search = ["--samples", "8", "--max-concurrent", "2", "--scheduler", "asha"]
+    export = ["--katib-export", str(out), "--export-only"]
+    assert tune("--param", "lr=uniform:0:0.1", "--metric", "loss", *search, *export) == 0
+
+    spec = yaml.safe_load(out.read_text())["spec"]
+    assert (spec["maxTrialCount"], spec["parallelTrialCount"]) == (8, 2)
+    assert spec["earlyStopping"]["algorithmName"] == "medianstop"
+    assert "note: ASHA became Katib's medianstop" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--param", "lr=grid:0.01,0.1", "--samples", "3"], "each of the 2 combinations once"),
+        (["--param", "lr=grid:0.01,0.1", "--time-budget", "60"], "no time budget"),
+    ],
+    ids=["a repeated grid", "a time budget"],
+)
+def test_a_search_katib_cannot_express_is_not_exported(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "experiment.yaml"
+    assert tune(*args, "--metric", "loss", "--katib-export", str(out), "--export-only") == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_without_ray_tune_exits_2_and_names_the_extra() -> None:
     # A child interpreter where `import ray` fails, as without the extra; --help must still work.
     code = (

@@ -42,9 +42,16 @@ def tag(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def kfp_local(tmp_path: Path) -> Iterator[Path]:
-    """kfp.local with the subprocess runner in this interpreter; yields the pipeline root."""
+def kfp_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """kfp.local with the subprocess runner in this interpreter; yields the pipeline root.
+
+    Each component's own install step runs too (`pip install trainop==<version>`, kfp) in this
+    environment, where both are installed already: no package index may be asked, so a missing
+    or different version fails the test instead of installing anything."""
     from kfp import local
+
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
 
     root = tmp_path / "kfp-outputs"
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root))

@@ -1,5 +1,5 @@
 """What must stay stable in compiled pipeline YAML (golden files), and what only a cluster would
-run: the passthroughs and the container component's command.
+run: the passthroughs, and the install step of the stock image every component runs in.
 
 Regenerate the golden files after an intended change with
     TRAINOP_UPDATE_GOLDEN=1 python -m pytest tests/kfp/test_compile.py
@@ -8,6 +8,7 @@ and review the diff.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import subprocess
@@ -16,14 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kfp
 import pytest
 import yaml
 from kfp import compiler
-from kfp_support import python_job
-from trainop_kfp import IMAGE, run_training_job, trainop_run
-from trainop_kfp.constants import DEFAULT_BACKEND, DEFAULT_TIMEOUT_SECONDS
+from trainop_kfp import IMAGE, PACKAGE, run_training_job, trainop_run
+from trainop_kfp.constants import DEFAULT_BACKEND, DEFAULT_TIMEOUT_SECONDS, PACKAGE_ENV
 
-from trainop_core.client import TrainingClient
+import trainop_core
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
@@ -79,12 +80,34 @@ def test_compiled_python_components_carry_the_task_config_passthroughs(
     assert "task_config" in component["inputDefinitions"]["parameters"]
 
 
-def test_every_component_runs_in_the_project_image_without_installing_kfp(tmp_path: Path) -> None:
-    ir = yaml.safe_load(compiled(example_pipeline(), tmp_path))
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_every_component_runs_in_a_stock_python_image_and_installs_this_trainop(
+    name: str, tmp_path: Path
+) -> None:
+    ir = yaml.safe_load(compiled(TARGETS[name](), tmp_path))
 
     (executor,) = ir["deploymentSpec"]["executors"].values()
-    assert executor["container"]["image"] == IMAGE
-    assert "pip install" not in " ".join(executor["container"]["command"])
+    assert executor["container"]["image"] == IMAGE == "python:3.11-slim"
+    install = executor["container"]["command"][2]
+    assert f"python3 -m pip install --quiet --no-warn-script-location '{PACKAGE}'" in install
+    assert f"'kfp=={kfp.__version__}' '--no-deps'" in install  # KFP's own runtime
+    assert install.index(PACKAGE) < install.index('"$0" "$@"')  # before the component runs
+
+
+def test_the_package_is_this_release_and_said_in_one_place() -> None:
+    assert f"trainop=={trainop_core.__version__}" == PACKAGE
+    assert trainop_core.__version__ == importlib.metadata.version("trainop")
+    sources = (HERE.parents[1] / "integrations" / "kfp" / "trainop_kfp").glob("*.py")
+    naming = sorted(p.name for p in sources if "python:3" in p.read_text())
+    assert naming == ["constants.py"]
+
+
+def test_a_build_of_ones_own_is_installed_from_the_requirement_given_at_compile_time() -> None:
+    wheel = "trainop @ https://example.org/trainop-0.1.0.dev1-py3-none-any.whl"
+    code = "from trainop_kfp.constants import PACKAGE; print(PACKAGE)"
+    env = {**os.environ, PACKAGE_ENV: wheel}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == wheel, done.stderr
 
 
 def test_the_component_defaults_are_the_documented_constants() -> None:
@@ -93,35 +116,5 @@ def test_the_component_defaults_are_the_documented_constants() -> None:
     assert parameters["backend"].default == DEFAULT_BACKEND
     assert parameters["timeout_seconds"].default == DEFAULT_TIMEOUT_SECONDS
     assert trainop_run.component_spec.inputs["backend"].default == DEFAULT_BACKEND
-
-
-def test_the_container_components_command_runs_trainop_on_the_job_text(
-    tmp_path: Path, tag: str
-) -> None:
-    """SubprocessRunner cannot run container components: run the compiled command and args
-    with a `trainop` on PATH (the image's console script), as the container would."""
-    container = yaml.safe_load(compiled(trainop_run, tmp_path))["deploymentSpec"]["executors"]
-    (spec,) = [e["container"] for e in container.values()]
-    job = yaml.safe_dump(python_job("from-container", "print('accuracy=0.75')"))
-    values = {"job_yaml": job, "backend": "local", "namespace": "", "timeout_seconds": "60"}
-    args = [_fill(arg, values) for arg in spec["args"]]
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "trainop").write_text(f'#!/bin/sh\nexec {sys.executable} -m trainop_core "$@"\n')
-    (bin_dir / "trainop").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-
-    done = subprocess.run(
-        [*spec["command"], *args], env=env, capture_output=True, text=True, timeout=120
-    )
-
-    assert done.returncode == 0, done.stderr
-    assert "master-0 | accuracy=0.75" in done.stdout
-    assert 'pytorchjob.kubeflow.org "from-container" deleted' in done.stderr
-    assert TrainingClient().list() == []  # --rm: the step leaves no job behind
-
-
-def _fill(arg: str, values: dict[str, str]) -> str:
-    for name, value in values.items():
-        arg = arg.replace(f"{{{{$.inputs.parameters['{name}']}}}}", value)
-    return arg
+    timeout = trainop_run.component_spec.inputs["timeout_seconds"].default
+    assert timeout == DEFAULT_TIMEOUT_SECONDS

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from kfp_support import (
     allreduce_job,
     parent,
@@ -19,6 +20,7 @@ from kfp_support import (
     tagged_processes,
     wait_until_no_processes,
 )
+from trainop_kfp import run_training_job, trainop_run
 
 from trainop_core.client import TrainingClient, job_state
 
@@ -83,6 +85,37 @@ def test_a_timeout_fails_the_task_and_deletes_the_job(
     assert wait_until_no_processes(tag) == []
 
 
+@pytest.mark.parametrize("component", ["run_training_job", "trainop_run"])
+def test_both_components_run_under_kfp_local_and_a_timeout_of_0_is_no_limit(
+    kfp_local: Path, tag: str, component: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    code = "import time; time.sleep(2); print('accuracy=0.75', flush=True)"
+    job = python_job("kfp-no-limit", code)
+
+    if component == "run_training_job":
+        task = run_training_job(job=job, backend="local", timeout_seconds=0)
+        assert task.outputs["state"] == "Succeeded"
+        assert task.outputs["metrics"].metadata == {"accuracy": 0.75}
+    else:
+        trainop_run(job_yaml=yaml.safe_dump(job), backend="local", timeout_seconds=0)
+
+    assert "master-0 | accuracy=0.75" in capfd.readouterr().out
+    assert TrainingClient().list() == []  # deleted at the end either way
+    assert wait_until_no_processes(tag) == []
+
+
+def test_trainop_run_fails_the_step_when_the_job_fails_and_deletes_it(
+    kfp_local: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    job = python_job("kfp-run-broken", "import sys; print('about to fail'); sys.exit(7)")
+
+    with pytest.raises(RuntimeError, match="FAILURE"):
+        trainop_run(job_yaml=yaml.safe_dump(job), backend="local")
+
+    assert "master-0 | about to fail" in capfd.readouterr().out
+    assert TrainingClient().list() == []
+
+
 _CANCELLED_RUN = """
     import sys
     sys.path[:0] = {paths!r}
@@ -99,14 +132,24 @@ def test_sigterm_to_the_component_deletes_the_job(tmp_path: Path, tag: str) -> N
     script = tmp_path / "run.py"
     paths = [str(HERE), str(HERE.parent)]
     script.write_text(textwrap.dedent(_CANCELLED_RUN.format(paths=paths, root=str(tmp_path))))
+    env = {**os.environ, "PIP_NO_INDEX": "1"}  # the install step finds everything installed
     run = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
     try:
         _wait_until_running("kfp-cancel")
-        # kfp.local runs `sh -ec '... python -m kfp.dsl.executor_main ...'`: the component is the
-        # grandchild of `run` (the local backend's supervisor may be a fork of it, elsewhere).
-        (component,) = [pid for pid in tagged_processes(tag) if parent(parent(pid)) == run.pid]
+        # kfp.local runs `sh -c 'pip install ... && sh -ec "... python -m kfp.dsl.executor_main
+        # ..."'`: the component is the Python process running executor_main under `run` (the
+        # local backend's supervisor may be a fork of it, elsewhere).
+        (component,) = [
+            pid
+            for pid in tagged_processes(tag, cmdline="kfp.dsl.executor_main", program="python")
+            if run.pid in _ancestors(pid)
+        ]
 
         os.kill(component, signal.SIGTERM)
         output, _ = run.communicate(timeout=60)
@@ -119,6 +162,13 @@ def test_sigterm_to_the_component_deletes_the_job(tmp_path: Path, tag: str) -> N
     assert "terminated (SIGTERM): the job was deleted" in output
     assert left == []
     assert wait_until_no_processes(tag) == []
+
+
+def _ancestors(pid: int) -> list[int]:
+    found = []
+    while (pid := parent(pid)) > 1:
+        found.append(pid)
+    return found
 
 
 def _wait_until_running(name: str, timeout: float = 60.0) -> None:

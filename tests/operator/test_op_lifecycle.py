@@ -103,6 +103,32 @@ def test_a_job_the_webhook_would_reject_is_failed_once_and_not_retried(
     assert op.manager.controllers["PyTorchJob"].queue.num_requeues("default/bad") == 0
 
 
+def test_upstreams_admission_warnings_are_recorded_as_warning_events_once(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    op = run_operator().wait_started()
+    job = make_job("PyTorchJob", "el").workers(2).spec(elasticPolicy={"nProcPerNode": 2})
+    cluster.create_job(job.build())
+    cluster.wait_condition("PyTorchJob", "el", "Created")
+
+    def warnings() -> list[Any]:
+        return [e for e in cluster.events("el") if e.reason == "AdmissionWarning"]
+
+    (event,) = wait_for(warnings, what="admission warning event")
+    assert event.type == "Warning"
+    assert event.message == (
+        "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"
+    )
+    total = op.manager.metrics.reconcile_total
+
+    def reconciles() -> float:
+        results = ("success", "requeue_after", "requeue", "error")
+        return sum(total.value(controller="pytorchjob-controller", result=r) for r in results)
+
+    wait_for(lambda: reconciles() >= 2, what="a reconcile after the status was written")
+    assert len(warnings()) == 1  # later reconciles do not repeat it
+
+
 @pytest.mark.parametrize(
     "scheduler", ["scheduler-plugins", "volcano"], ids=["with scheduler-plugins", "with volcano"]
 )

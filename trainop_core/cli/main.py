@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 # Order is the order of `trainop --help`.
 COMMANDS = (
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _print_admission_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -49,6 +52,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def _print_admission_warnings() -> None:
+    """Show `TrainingClient.create`'s AdmissionWarnings as kubectl shows a webhook's warnings
+    ("Warning: ..." on stderr); other warnings keep Python's format."""
+    from trainop_core.api.admission import AdmissionWarning
+
+    shown = warnings.showwarning
+    if getattr(shown, "trainop", False):
+        return
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+        if issubclass(category, AdmissionWarning):
+            print(f"Warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *args, **kw)
+
+    show.trainop = True  # type: ignore[attr-defined]  # reason: marks our wrapper, once only
+    warnings.showwarning = show
 
 
 if __name__ == "__main__":

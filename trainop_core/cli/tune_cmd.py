@@ -3,7 +3,8 @@
 FILE is a job template (any kind) using `${trialParameters.NAME}`; each `--param NAME=SPEC` gives
 a search space (`loguniform:1e-4:1e-1`, `uniform:a:b`, `randint:a:b`, `choice:3,5,7`,
 `grid:1,2,3`). The search runs on Ray Tune (the `ray` extra) through `trainop_hpo.tune_job`;
-`--katib-export OUT.yaml` also writes the equivalent Katib Experiment.
+`--katib-export OUT.yaml` also writes the same search as a Katib Experiment (or refuses, saying
+what Katib cannot express) and notes where Katib behaves differently.
 
 Ray and the HPO integration are imported inside `run`, so `trainop --help` works without them.
 Exit codes: 0 a best trial was found, 1 every trial failed, 2 invalid input or no Ray.
@@ -93,7 +94,9 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         metavar="OUT.yaml",
-        help="also write the equivalent Katib Experiment to OUT.yaml",
+        help="also write the same search as a Katib Experiment to OUT.yaml (trial count, "
+        "parallelism, algorithm and early stopping follow --samples, --max-concurrent, the "
+        "grid and --scheduler; refused when Katib cannot express the search)",
     )
     parser.add_argument(
         "--export-only", action="store_true", help="with --katib-export: write it and stop"
@@ -147,9 +150,21 @@ def _integration() -> Any:
 
 
 def _export(hpo: Any, args: argparse.Namespace, space: dict[str, Any]) -> None:
-    text = hpo.katib_experiment_yaml(args.file, space, args.metric, args.mode)
+    """The same search as a Katib Experiment, or a ValueError saying what Katib cannot do."""
+    if args.time_budget is not None:
+        raise ValueError(
+            "--katib-export: a Katib Experiment has no time budget; drop --time-budget"
+        )
+    search = {
+        "num_samples": args.samples,
+        "max_concurrent": args.max_concurrent,
+        "scheduler": args.scheduler,
+    }
+    text = hpo.katib_experiment_yaml(args.file, space, args.metric, args.mode, **search)
     args.katib_export.write_text(text)
     print(f"wrote Katib Experiment to {args.katib_export}", file=sys.stderr)
+    for note in hpo.katib_notes(space, **search):
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _search(hpo: Any, args: argparse.Namespace, space: dict[str, Any]) -> int:

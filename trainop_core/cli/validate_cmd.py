@@ -1,7 +1,9 @@
 """`trainop validate FILE...`: load, default and validate job files without running anything.
 
 Prints `FILE: KIND/NAME: valid` per job on stdout; every problem as
-`FILE: KIND/NAME: FIELD.PATH: message` on stderr. Exit 0 when all are valid, 2 otherwise.
+`FILE: KIND/NAME: FIELD.PATH: message` on stderr, and every warning upstream's webhook would give
+(a deprecated field) as `FILE: KIND/NAME: warning: ...` on stderr. Exit 0 when all are valid
+(warnings or not), 2 otherwise.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainop_core.api.admission import admission_warnings
 from trainop_core.api.load import Document, read_documents
 from trainop_core.api.validation import prepare_document
 from trainop_core.errors import InvalidJobError, Problem
@@ -25,7 +28,8 @@ def register(subparsers: Any) -> None:
         help="check job files (all problems at once) without running them",
         description=(
             "Load, default and validate every job in each FILE the way the operator's webhook "
-            "would. Exit 0 when every job is valid, 2 otherwise."
+            "would, and print its warnings (deprecated fields). Exit 0 when every job is valid, "
+            "2 otherwise."
         ),
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="YAML or JSON job file")
@@ -53,11 +57,13 @@ def validate_file(path: str) -> bool:
 
 def _validate_document(doc: Document) -> bool:
     try:
-        _, job = prepare_document(doc)
+        kind, job = prepare_document(doc)
     except InvalidJobError as err:
         _report(err)
         return False
     print(f"{doc.source}: {job.kind}/{job.name}: valid")
+    for warning in admission_warnings(job, kind):
+        print(f"{doc.source}: {job.kind}/{job.name}: warning: {warning}", file=sys.stderr)
     return True
 
 

@@ -77,7 +77,8 @@ class EnvHook(Protocol):
 
 class MasterRoleHook(Protocol):
     def __call__(self, replicas: Mapping[str, int], rtype: str, index: int) -> bool:
-        """Whether this replica carries the `job-role: master` label. Pure."""
+        """Whether this replica carries the `job-role: master` label (upstream's label, quirks
+        included: MXNet puts it on its Servers). Not the job's result: see `primary_types`. Pure."""
         ...
 
 
@@ -145,6 +146,14 @@ class Kind:
     scale_replica_type: str | None = None  # replica type behind the scale subresource, if any
     restrict_replica_types: bool = True  # TF's webhook accepts unknown replica types
     extra_printer_columns: Sequence[dict[str, Any]] = field(default_factory=tuple)
+    # The replica whose output is the job's result (its log carries the metrics; a Flyte task
+    # returns its value): index 0 of the first of these types the job has, else of the job's
+    # first type. Separate from `is_master_role`, which keeps upstream's labels.
+    primary_types: tuple[str, ...] = ()
+    # Admission warnings (trainop_core.api.admission): (deprecated wire path, its replacement)
+    # pairs, and a warning every job of the kind gets (the kind itself is deprecated).
+    deprecated_fields: tuple[tuple[str, str], ...] = ()
+    deprecation: str = ""
 
     @property
     def singular(self) -> str:
@@ -154,6 +163,15 @@ class Kind:
     def controller_name(self) -> str:
         """`training.kubeflow.org/operator-name` label value and event source."""
         return f"{self.kind.lower()}-controller"
+
+    def primary_replica(self, replicas: Mapping[str, int]) -> tuple[str, int]:
+        """(replica type, index) of the primary replica among `replicas` (type -> count, in the
+        kind's order; see `trainop_core.replicas.replica_counts`). Pure."""
+        present = [rtype for rtype, count in replicas.items() if count > 0]
+        chosen = next((t for t in self.primary_types if t in present), None)
+        if chosen is None:
+            chosen = present[0] if present else next(iter(replicas), self.replica_types[0])
+        return chosen, 0
 
     def canonical_replica_type(self, name: str) -> str:
         """Case-normalise a replica-type key (worker -> Worker); unknown names come back as is."""

@@ -63,6 +63,7 @@ KIND = Kind(
     framework="jax",
     env=jax_env,
     is_master_role=jax_is_master,
+    primary_types=(WORKER,),
     status=jax_status,
     scale_replica_type=WORKER,
 )

@@ -137,6 +137,11 @@ KIND = Kind(
     framework="mxnet",
     env=mxnet_env,
     is_master_role=mxnet_is_master,
+    primary_types=(WORKER,),  # kvstore workers train; Servers only hold parameters
+    deprecation=(
+        "MXJob is deprecated: the Kubeflow training operator deprecated it in v1.8 and removed "
+        "it in v1.9 (kubeflow/training-operator#1996)"
+    ),
     status=mxnet_status,
     validate=mxnet_validate,
     aliases=("MXNetJob",),

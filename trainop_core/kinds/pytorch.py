@@ -174,7 +174,9 @@ def pytorch_validate(job: TrainingJob) -> list[Problem]:
     if worker is not None and worker.replicas is not None and worker.replicas < 1:
         problems.append(Problem(spec_path(FIELD, WORKER, "replicas"), "must be at least 1"))
     if spec.elastic_policy is not None and worker is None:
-        problems.append(Problem("spec.elasticPolicy", "needs a Worker replica spec"))
+        # Upstream names the missing replica spec, not the policy that needs it.
+        message = "is required when spec.elasticPolicy is set"
+        problems.append(Problem(spec_path(FIELD, WORKER), message))
     return problems + _nproc_problems(spec)
 
 
@@ -236,6 +238,8 @@ KIND = Kind(
     framework="pytorch",
     env=pytorch_env,
     is_master_role=pytorch_is_master,
+    primary_types=(MASTER, WORKER),  # worker-only (elastic) jobs: worker 0
+    deprecated_fields=(("spec.elasticPolicy.nProcPerNode", "spec.nprocPerNode"),),
     status=pytorch_status,
     validate=pytorch_validate,
     default=pytorch_default,

@@ -182,6 +182,7 @@ KIND = Kind(
     framework="tensorflow",
     env=tensorflow_env,
     is_master_role=tensorflow_is_master,
+    primary_types=(CHIEF, MASTER, WORKER),
     status=tensorflow_status,
     env_in_all_containers=False,
     validate=tensorflow_validate,

@@ -97,6 +97,7 @@ KIND = Kind(
     framework="xgboost",
     env=xgboost_env,
     is_master_role=xgboost_is_master,
+    primary_types=(MASTER,),
     status=xgboost_status,
     validate=xgboost_validate,
 )

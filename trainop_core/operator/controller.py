@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trainop_core.api.admission import EVENT_REASON, admission_warnings
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import MANAGED_BY_OPERATOR, utc_now
 from trainop_core.api.validation import prepare
@@ -131,6 +132,7 @@ class JobController:
         if not self._expectations_satisfied(job):
             return EXPECTATIONS_TTL  # informer events normally requeue long before
         model = self._prepare(job)
+        self._record_admission_warnings(job, model)
         plan = self._plan(job, model)
         return self._apply(key, job, plan)
 
@@ -177,6 +179,14 @@ class JobController:
             self._mark_invalid(job, exc)
             raise TerminalError(str(exc)) from exc
         return model
+
+    def _record_admission_warnings(self, job: Obj, model: TrainingJob) -> None:
+        """No webhook returned them to whoever created the job: record them on the job, once,
+        on its first reconcile (before any condition is written)."""
+        if (job.get("status") or {}).get("conditions"):
+            return
+        for warning in admission_warnings(model, self.kind):
+            self.applier.record(job, "Warning", EVENT_REASON, str(warning))
 
     def _plan(self, job: Obj, model: TrainingJob) -> Plan:
         caches = self.caches

@@ -4,6 +4,7 @@ A cluster running Flyte's built-in Kubeflow plugins then runs the task with no c
 flyteidl messages are per kind, so this module is the one place holding a table of them: a replica
 type maps to the message field of the same role. Options Flyte's messages cannot carry (success
 policy, scheduling policy, suspend, the ExitCode restart policy) are errors, never dropped silently.
+An unset restart policy stays unset: flyteidl's zero value is NEVER, the default of native mode too.
 """
 
 from __future__ import annotations

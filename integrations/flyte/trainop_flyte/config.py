@@ -18,7 +18,11 @@ from trainop_core.api.types import ApiModel, RestartPolicy, RunPolicy
 
 @dataclass(frozen=True)
 class Replica:
-    """Settings of one replica type; unset fields fall back to the job's (image) or the core's."""
+    """Settings of one replica type; unset fields fall back to the job's (image) or the core's.
+
+    `restart_policy` unset means Never, as in Flyte's own Kubeflow plugins: Flyte retries the
+    task (`@task(retries=...)`), so a failing replica fails it. Set OnFailure, Always or ExitCode
+    to have the operator restart replicas inside one task attempt instead."""
 
     replicas: int = 1
     image: str | None = None

@@ -147,7 +147,7 @@ class TrainingJobConnector(AsyncConnectorBase):
     # --- get ------------------------------------------------------------------------------------
     def get(self, resource_meta: TrainingJobMetadata, **kwargs: Any) -> Resource:
         """The job's phase, message and log links; on success a command task's outputs."""
-        from trainop_core.client import job_state
+        from trainop_core.client import failure_message, job_state
 
         try:
             job = self.client.get(resource_meta.name, resource_meta.namespace)
@@ -159,7 +159,7 @@ class TrainingJobConnector(AsyncConnectorBase):
         message = job_replicas.condition_message(job, state)
         outputs: LiteralMap | None = None
         if phase == TaskExecution.FAILED:
-            message = self._failure_message(job, message)
+            message = self._failure_message(job, failure_message(job))
         elif phase == TaskExecution.SUCCEEDED and resource_meta.outputs:
             try:
                 outputs = self._outputs(job, state, resource_meta)
@@ -187,7 +187,7 @@ class TrainingJobConnector(AsyncConnectorBase):
         raise missing
 
     def _failure_message(self, job: Any, message: str) -> str:
-        """The Failed condition's message and the failing replica's last log lines."""
+        """The core's failure message and the failing replica's last log lines."""
         suspects = job_replicas.failed(job) or job_replicas.replica_ids(job)
         tails = {replica: self.log_tail(job, replica) for replica in suspects}
         blamed = next((r for r, tail in tails.items() if _shows_error(tail)), None)

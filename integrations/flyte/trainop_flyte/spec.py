@@ -16,11 +16,16 @@ from pydantic.alias_generators import to_camel
 
 from trainop_core.api.job import API_VERSION
 from trainop_core.api.job import TrainingJob as JobModel
-from trainop_core.api.types import ApiModel
+from trainop_core.api.types import ApiModel, RestartPolicy
 from trainop_core.api.validation import prepare
 from trainop_core.errors import InvalidJobError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_flyte.config import Replica, TrainingJob
+
+# What a replica's restartPolicy is unless the config sets one. Flyte owns retries (`@task(retries=
+# ...)`), so a failing replica must fail the task, not be restarted by the operator while the
+# task waits; Flyte's own Kubeflow plugins send the same (flyteidl's RestartPolicy zero is NEVER).
+FLYTE_RESTART_POLICY = RestartPolicy.NEVER
 
 # flytekit Resources field -> Kubernetes resource name
 _RESOURCE_NAMES = {
@@ -89,8 +94,7 @@ def _replica_specs(config: TrainingJob, kind: Kind, container: Container) -> dic
             "replicas": settings.replicas,
             "template": {"spec": {"containers": [_container(kind, config, settings, container)]}},
         }
-        if settings.restart_policy is not None:
-            spec["restartPolicy"] = settings.restart_policy.value
+        spec["restartPolicy"] = (settings.restart_policy or FLYTE_RESTART_POLICY).value
         specs[kind.canonical_replica_type(rtype)] = spec
     return specs
 

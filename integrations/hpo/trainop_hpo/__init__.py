@@ -5,7 +5,8 @@
   primary replica prints `name=value` metric lines (trainop_core.report).
 - `tune_job(template, param_space, metric, mode, ...)`: a Ray Tune search over such jobs
   (the `ray` extra), with ASHA early stopping and no job left behind.
-- `katib_experiment(...)` / `katib_experiment_yaml(...)`: the same search as a Katib Experiment.
+- `katib_experiment(...)` / `katib_experiment_yaml(...)`: the same search as a Katib Experiment
+  (`katib_notes(...)`: where Katib behaves differently; `SearchError` when it cannot).
 - `parse_params(["lr=loguniform:1e-4:1e-1", ...])`: search spaces written as strings;
   `read_template(path)` and `check_parameters(template, names)` check a template against them.
 """
@@ -19,6 +20,7 @@ from typing import Any
 _EXPORTS = {
     "JobCleanupCallback": "trainop_hpo.tune",
     "ParamSpec": "trainop_hpo.space",
+    "SearchError": "trainop_hpo.katib_search",
     "SpaceError": "trainop_hpo.space",
     "Trial": "trainop_hpo.runner",
     "TrialJobFailed": "trainop_hpo.tune",
@@ -28,6 +30,7 @@ _EXPORTS = {
     "check_parameters": "trainop_hpo.template",
     "katib_experiment": "trainop_hpo.katib",
     "katib_experiment_yaml": "trainop_hpo.katib",
+    "katib_notes": "trainop_hpo.katib",
     "parse_param": "trainop_hpo.space",
     "parse_params": "trainop_hpo.space",
     "read_template": "trainop_hpo.template",

@@ -2,9 +2,13 @@
 
 The trialTemplate wraps the job template unchanged (`${trialParameters.x}` intact; Katib sets
 the trial's name and namespace itself), watches the container the kind runs its training process
-in on the pod labelled `training.kubeflow.org/job-role: master` with the StdOut metrics collector
-(the `name=value` lines of trainop_core.report), and reads success and failure from the job's
-conditions. Katib only drives kinds listed in its `trialResources` (MXJob is not there by default).
+in on the job's primary pod (selected by its replica-type and replica-index labels) with the
+StdOut metrics collector (the `name=value` lines of trainop_core.report), and reads success and
+failure from the job's conditions. The algorithm, trial counts and early stopping are the Ray Tune
+search's (trainop_hpo.katib_search). Katib only drives kinds listed in its `trialResources`
+(MXJob is not there by default). Field names follow Katib's v1beta1 API; `feasibleSpace.
+distribution` (log-uniform ranges) needs Katib v0.18 or later (older ones drop the field and
+sample uniformly).
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from typing import Any
 
 import yaml
 
+from trainop_core.kinds.base import Kind
+from trainop_core.planner.pods import REPLICA_INDEX, REPLICA_TYPE
 from trainop_core.templating import placeholders
+from trainop_hpo.katib_search import katib_search
 from trainop_hpo.space import ParamSpec, SpaceError, spec_of
 from trainop_hpo.template import TemplateSource, check_parameters, read_template, template_kind
 
 API_VERSION = "kubeflow.org/v1beta1"
-MASTER_ROLE_LABEL = {"training.kubeflow.org/job-role": "master"}
 SUCCESS_CONDITION = 'status.conditions.#(type=="Succeeded")#|#(status=="True")#'
 FAILURE_CONDITION = 'status.conditions.#(type=="Failed")#|#(status=="True")#'
 OBJECTIVE_TYPES = {"min": "minimize", "max": "maximize"}
@@ -33,37 +39,59 @@ def katib_experiment(
     *,
     name: str | None = None,
     namespace: str | None = None,
-    max_trials: int = 12,
-    parallel: int = 3,
+    num_samples: int = 1,
+    max_concurrent: int | None = None,
+    scheduler: str | None = None,
+    algorithm: str | None = None,
     max_failed: int | None = None,
-    algorithm: str = "random",
     additional_metrics: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The Katib Experiment (a dict) for searching `param_space` over `template`'s jobs.
+    """The Katib Experiment (a dict) running the search `tune_job` would run with the same
+    arguments: trial count, parallelism, failures allowed, algorithm and early stopping as
+    `trainop_hpo.katib_search` maps them (`katib_notes` says where Katib behaves differently).
 
     `param_space` takes what `tune_job` takes (ParamSpecs, `KIND:ARGS` strings, Ray Tune
-    domains, constants). Raises InvalidJobError if the parameters and the template's
-    placeholders differ, ValueError for a mode or a domain Katib cannot express.
+    domains, constants). `algorithm` picks Katib's for a sampled space (default random).
+    Raises InvalidJobError if the parameters and the template's placeholders differ,
+    ValueError (SpaceError, SearchError) for what Katib cannot express, naming it.
     """
     job = read_template(template)
     check_parameters(job, param_space)  # InvalidJobError: missing or unused
     if mode not in OBJECTIVE_TYPES:
         raise ValueError(f"mode {mode!r}: expected 'min' or 'max'")
+    search = katib_search(
+        param_space,
+        num_samples=num_samples,
+        max_concurrent=max_concurrent,
+        scheduler=scheduler,
+        algorithm=algorithm,
+        max_failed=max_failed,
+    )
     metadata: dict[str, Any] = {"name": name or _default_name(job)}
     if namespace:
         metadata["namespace"] = namespace
     spec: dict[str, Any] = {
         "objective": _objective(metric, mode, additional_metrics),
-        "algorithm": {"algorithmName": algorithm},
-        "parallelTrialCount": parallel,
-        "maxTrialCount": max_trials,
+        "algorithm": {"algorithmName": search.algorithm},
+    }
+    if search.early_stopping is not None:
+        spec["earlyStopping"] = search.early_stopping
+    spec |= {
+        "parallelTrialCount": search.parallel,
+        "maxTrialCount": search.max_trials,
+        "maxFailedTrialCount": search.max_failed,
         "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
         "parameters": [katib_parameter(key, value) for key, value in param_space.items()],
         "trialTemplate": trial_template(job),
     }
-    if max_failed is not None:
-        spec["maxFailedTrialCount"] = max_failed
     return {"apiVersion": API_VERSION, "kind": "Experiment", "metadata": metadata, "spec": spec}
+
+
+def katib_notes(param_space: Mapping[str, Any], **search: Any) -> list[str]:
+    """Where the Experiment `katib_experiment(..., **search)` writes behaves differently from the
+    Ray Tune search (the CLI prints them). Pure."""
+    keys = ("num_samples", "max_concurrent", "scheduler", "algorithm", "max_failed")
+    return katib_search(param_space, **{k: v for k, v in search.items() if k in keys}).notes
 
 
 def katib_experiment_yaml(*args: Any, **kwargs: Any) -> str:
@@ -81,7 +109,7 @@ def trial_template(job: Mapping[str, Any]) -> dict[str, Any]:
     used = placeholders(job)
     return {
         "primaryContainerName": kind.default_container,
-        "primaryPodLabels": dict(MASTER_ROLE_LABEL),
+        "primaryPodLabels": primary_pod_labels(job, kind),
         "successCondition": SUCCESS_CONDITION,
         "failureCondition": FAILURE_CONDITION,
         "trialParameters": [
@@ -90,6 +118,24 @@ def trial_template(job: Mapping[str, Any]) -> dict[str, Any]:
         ],
         "trialSpec": _trial_spec(job),
     }
+
+
+def primary_pod_labels(job: Mapping[str, Any], kind: Kind) -> dict[str, str]:
+    """The labels the operator puts on the job's primary pod only (`trainop_core.primary_replica`:
+    the pod whose metrics are the trial's), e.g. MXJob's worker 0, not the Servers that carry
+    upstream's `job-role: master`. Pure."""
+    rtype, index = kind.primary_replica(_template_counts(job, kind))
+    return {REPLICA_TYPE: rtype.lower(), REPLICA_INDEX: str(index)}
+
+
+def _template_counts(job: Mapping[str, Any], kind: Kind) -> dict[str, int]:
+    specs = (job.get("spec") or {}).get(kind.replica_field) or {}
+    counts: dict[str, int] = {}
+    for rtype, spec in specs.items():
+        replicas = spec.get("replicas", 1) if isinstance(spec, Mapping) else 1
+        # A placeholder count is filled per trial: such a replica type is there all the same.
+        counts[kind.canonical_replica_type(rtype)] = replicas if isinstance(replicas, int) else 1
+    return {t: counts[t] for t in (*kind.replica_types, *counts) if t in counts}
 
 
 def _where(paths: list[str]) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from trainop_core.client import TrainingClient, is_succeeded, primary_replica
+from trainop_core.client import TrainingClient, failure_message, is_succeeded, primary_replica
 from trainop_core.errors import NotFoundError, TrainopError
 from trainop_core.report import MetricRecord, collect_metrics, parse_metrics
 from trainop_hpo.template import (
@@ -115,7 +115,7 @@ class Trial:
         if is_succeeded(job):
             return TrialResult(SUCCEEDED, metrics, self.job_name)
         tail = tuple(line for line in lines if line.strip())[-OUTPUT_TAIL_LINES:]
-        return TrialResult(FAILED, metrics, self.job_name, _failure_reason(job), tail)
+        return TrialResult(FAILED, metrics, self.job_name, failure_message(job), tail)
 
     def stop(self, reason: str = "") -> TrialResult:
         """Delete the job: every replica is stopped, nothing of it is left. Idempotent."""
@@ -166,9 +166,3 @@ def _exists(client: TrainingClient, name: str, namespace: str | None) -> bool:
     except NotFoundError:
         return False
     return True
-
-
-def _failure_reason(job: Any) -> str:
-    conditions = job.status.conditions if job.status else []
-    failed = [c for c in conditions if c.type.value == "Failed" and c.status.value == "True"]
-    return (failed[-1].message or failed[-1].reason or "") if failed else "job failed"

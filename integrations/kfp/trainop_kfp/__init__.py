@@ -4,8 +4,10 @@
   streams the primary replica's output, returns `state` and `name` and a `metrics` artifact, and
   fails when the job Failed or timed out. Pipeline-task resources, env, tolerations, node
   selectors, affinity and volumes pass through to every replica.
-- `trainop_run`: container component around `trainop run`.
+- `trainop_run`: lightweight Python component around `trainop run --rm`.
 - `job_component(path)`: a component made from a job file, its `${trialParameters.NAME}`s inputs.
+
+All run in a stock Python image (`IMAGE`) and pip-install trainop (`PACKAGE`) when they start.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 # like a name it exports (importing it would rebind the package attribute to the module).
 _EXPORTS = {
     "IMAGE": "trainop_kfp.constants",
+    "PACKAGE": "trainop_kfp.constants",
     "JobResult": "trainop_kfp.runner",
     "TrainingJobFailed": "trainop_kfp.runner",
     "job_component": "trainop_kfp.file_component",

@@ -1,7 +1,8 @@
-"""The KFP v2 components: `run_training_job` (lightweight Python) and `trainop_run` (container).
+"""The KFP v2 components: `run_training_job` and `trainop_run`, both lightweight Python.
 
-Both run in the project's image (`trainop_kfp.constants.IMAGE`, which holds kfp and trainop). The
-Python component's body is one call into `trainop_kfp.runner`, where the behaviour is tested.
+Both run in a stock Python image and install trainop when they start (`trainop_kfp.constants`:
+IMAGE and PACKAGE, said once). Each body is one call into `trainop_kfp.runner`, where the
+behaviour is tested; both run under kfp.local too.
 """
 
 # No `from __future__ import annotations`: kfp reads these annotations as real types.
@@ -11,7 +12,7 @@ from typing import NamedTuple, Optional
 from kfp import dsl
 from kfp.dsl import Metrics, Output, TaskConfig
 
-from trainop_kfp.constants import DEFAULT_BACKEND, DEFAULT_TIMEOUT_SECONDS, IMAGE
+from trainop_kfp.constants import IMAGE, PACKAGE
 
 # Pipeline-task settings forwarded to every replica. Env also applies to this launcher task
 # (harmless, and proxies or credentials set there usually matter to the launcher too); resources
@@ -25,11 +26,9 @@ PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,
 ]
 
-COMPONENT_OPTIONS = {
-    "base_image": IMAGE,
-    "install_kfp_package": False,
-    "task_config_passthroughs": PASSTHROUGHS,
-}
+# KFP installs its own runtime (kfp, same version as the compiling SDK, --no-deps), then trainop.
+INSTALL_OPTIONS = {"base_image": IMAGE, "packages_to_install": [PACKAGE]}
+COMPONENT_OPTIONS = {**INSTALL_OPTIONS, "task_config_passthroughs": PASSTHROUGHS}
 
 
 # The body runs as its own module in the image: defaults must be literals (DEFAULT_BACKEND and
@@ -68,28 +67,22 @@ def run_training_job(
     )
 
 
-# The job text (an input) is written to a file, not piped to `trainop run -`, so that `exec` makes
-# trainop PID 1 and it receives the SIGTERM of a cancelled run. `--rm` deletes the job however the
-# run ends (its output is in the step's log). `$0`..`$3` are the args below; an empty namespace
-# keeps the job's own.
-_RUN_SCRIPT = (
-    'job_file="$(mktemp -d)/job.yaml"\n'
-    'printf "%s\\n" "$0" > "$job_file"\n'
-    'exec trainop run "$job_file" --rm --backend "$1" ${2:+--namespace "$2"} --timeout "$3"\n'
-)
-
-
-@dsl.container_component  # type: ignore[untyped-decorator]  # reason: kfp has no hints
+@dsl.component(**INSTALL_OPTIONS)  # type: ignore[untyped-decorator]  # reason: kfp has no hints
 def trainop_run(
     job_yaml: str,
-    backend: str = DEFAULT_BACKEND,
+    backend: str = "kubernetes",
     namespace: str = "",
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
-) -> dsl.ContainerSpec:
-    """`trainop run` in the project image: streams every replica's output, exits 0 when the job
-    Succeeded, 1 when it Failed, 124 on timeout, 143 on SIGTERM; the job is deleted at the end."""
-    return dsl.ContainerSpec(
-        image=IMAGE,
-        command=["sh", "-ec", _RUN_SCRIPT],
-        args=[job_yaml, backend, namespace, timeout_seconds],
+    timeout_seconds: int = 86400,
+) -> None:
+    """`trainop run --rm` on the job text (YAML or JSON): streams every replica's output into the
+    step's log, fails when the job Failed or did not finish within `timeout_seconds` (0: no
+    limit), and deletes the job however the step ends (a cancelled run included). An empty
+    `namespace` keeps the job's own."""
+    from trainop_kfp.runner import run_cli
+
+    run_cli(
+        job_yaml=job_yaml,
+        backend=backend,
+        namespace=namespace,
+        timeout_seconds=timeout_seconds,
     )

@@ -3,7 +3,7 @@
 `run_job` is the whole behaviour and needs no kfp: it prepares the job (KFP's floats back to ints,
 pipeline-task settings merged into the pod templates), creates it through `TrainingClient`,
 streams the primary replica's lines, waits, and reads the metrics the primary printed. It raises
-`TrainingJobFailed` (with the Failed condition's message) and `JobTimeoutError`; on a timeout, or
+`TrainingJobFailed` (with `trainop_core.failure_message`) and `JobTimeoutError`; on a timeout, or
 when SIGTERM arrives (the pipeline run was cancelled), the job is deleted first.
 `run_component` adapts it to the component's inputs and outputs.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +23,13 @@ from typing import Any
 import yaml
 
 from trainop_core.api.job import TrainingJob
-from trainop_core.client import TrainingClient, is_succeeded, job_state, primary_replica
+from trainop_core.client import (
+    TrainingClient,
+    failure_message,
+    is_succeeded,
+    job_state,
+    primary_replica,
+)
 from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem, TrainopError
 from trainop_core.report import collect_metrics
 from trainop_core.templating import substitute
@@ -186,12 +193,10 @@ def _pump_logs(client: TrainingClient, job: TrainingJob, lines: list[str], echo:
 
 
 def _last_message(job: TrainingJob) -> str:
-    conditions = job.status.conditions if job.status else []
     if is_succeeded(job):
+        conditions = job.status.conditions if job.status else []
         return next((c.message or "" for c in reversed(conditions)), "")
-    failed = [c for c in conditions if c.type.value == "Failed" and c.status.value == "True"]
-    held = failed or [c for c in conditions if c.message]
-    return (held[-1].message or "") if held else ""
+    return failure_message(job)
 
 
 def _delete(client: TrainingClient, job: TrainingJob, echo: Echo) -> None:
@@ -272,6 +277,25 @@ def run_component(
     for name, value in sorted(result.metrics.items()):
         metrics.log_metric(name, value)
     return result.state, result.name
+
+
+def run_cli(*, job_yaml: str, backend: str, namespace: str, timeout_seconds: int) -> None:
+    """The body of `trainop_run`: `trainop run FILE --rm` in this process, the job text in a
+    temporary FILE. Returns when the job Succeeded; else SystemExit with trainop run's exit code
+    (1 Failed, 2 invalid, 124 timeout, 143 SIGTERM). `timeout_seconds` <= 0 means no limit."""
+    from trainop_core.cli.main import main
+
+    with tempfile.TemporaryDirectory(prefix="trainop-run-") as tmp:
+        path = Path(tmp) / "job.yaml"
+        path.write_text(job_yaml)
+        argv = ["run", str(path), "--rm", "--backend", backend]
+        if namespace:
+            argv += ["--namespace", namespace]
+        if timeout_seconds and timeout_seconds > 0:
+            argv += ["--timeout", str(timeout_seconds)]
+        code = main(argv)
+    if code != 0:
+        raise SystemExit(code)
 
 
 def _one_source(

@@ -1,0 +1,62 @@
+"""The README tells the truth about how to run things: CI runs exactly its test command, that
+command's script runs the checks it names, its example commands name files that exist, and the
+docs point at nothing outside the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+# Repository paths a command may name (files or globs), e.g. examples/pytorch/ddp.yaml.
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:examples|operator|scripts|docs|benchmarks)/[\w./*-]+)")
+
+
+def sh_blocks(text: str) -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", text, re.DOTALL)
+
+
+def block_after(text: str, words: str) -> str:
+    """The first ```sh block after the sentence starting with `words`."""
+    return sh_blocks(text[text.index(words) :])[0].strip()
+
+
+def test_ci_runs_the_readmes_test_command_word_for_word() -> None:
+    command = block_after(README, "Install everything and run every check")
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    runs = [line for line in ci if line and not line.startswith(("#", "set ", "cd ", "export "))]
+    assert command == "pip install -e '.[all]' && scripts/check"
+    assert runs == [command]
+
+
+def test_the_check_script_runs_lint_format_types_then_the_tests() -> None:
+    script = ROOT / "scripts" / "check"
+    lines = [line.strip() for line in script.read_text().splitlines()]
+    steps = [line for line in lines if line.startswith(("ruff", "mypy", "python -m pytest"))]
+    assert "set -euo pipefail" in lines  # any failing step fails the check
+    assert steps == ["ruff check .", "ruff format --check .", "mypy", 'python -m pytest "$@"']
+    assert script.stat().st_mode & 0o111, "scripts/check must be executable"
+
+
+def test_the_quick_start_installs_and_runs_an_example_that_exists() -> None:
+    command = block_after(README, "Install and run a real distributed PyTorch job")
+    install, run = command.split(" && ")
+    assert install.startswith("pip install -e '.[") and run.startswith("trainop run ")
+    assert (ROOT / run.removeprefix("trainop run ")).is_file()
+
+
+def test_every_repository_path_a_readme_command_names_exists() -> None:
+    named = {path for block in sh_blocks(README) for path in REPO_PATH.findall(block)}
+    assert named, "the README's commands name no file?"
+    missing = sorted(path for path in named if not list(ROOT.glob(path.rstrip(".,"))))
+    assert missing == []
+
+
+def test_the_docs_name_no_path_outside_the_repository() -> None:
+    outside = re.compile(r"(?<![\w.])/(?:work|home|root|Users|mnt|srv)/[\w./-]+")
+    found = {
+        str(doc.relative_to(ROOT)): outside.findall(doc.read_text())
+        for doc in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("*/README.md")]
+    }
+    assert {doc: paths for doc, paths in found.items() if paths} == {}
