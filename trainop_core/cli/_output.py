@@ -37,9 +37,10 @@ def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str 
         "--ray-files",
         choices=("upload", "shared"),
         default="upload",
-        help="with --backend ray: upload the job file's directory to the cluster (runtime_env "
-        "working_dir; .gitignore/.rayignore honoured; default) or use the same path on every "
-        "node (a shared filesystem)",
+        help="with --backend ray: upload the job file's directory to the cluster (default; "
+        "without .git, virtualenvs and what .gitignore/.rayignore list; refused above "
+        "$TRAINOP_RAY_UPLOAD_LIMIT, default 100Mi) or use the same path on every node (a "
+        "shared filesystem)",
     )
     parser.add_argument(
         "-n",

@@ -5,5 +5,6 @@ asked for.
 """
 
 from trainop_core.backends.ray.backend import RayBackend
+from trainop_core.backends.ray.files import UploadLimits, UploadRefused
 
-__all__ = ["RayBackend"]
+__all__ = ["RayBackend", "UploadLimits", "UploadRefused"]

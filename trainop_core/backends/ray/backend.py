@@ -10,10 +10,11 @@ started on this machine, else starts a local Ray for this process; "auto" joins 
 cluster or fails; "ray://host:10001" is Ray Client; "host:6379" a cluster's GCS. An
 already connected process (a Ray Tune trial, a Ray application) keeps its connection.
 
-The job's files (`files`): "upload" (default) packages the job's directory (where relative
-paths in the job resolve) with Ray's runtime_env `working_dir`: .gitignore/.rayignore are
-honoured, the package is cached per node, and each replica starts in its node's copy. "shared"
-uploads nothing and starts replicas in that same path, for clusters that share a filesystem
+The job's files (`files`): "upload" (default) ships the job's directory (the job file's, the
+`workdir=` given, else the current directory) as Ray's runtime_env `working_dir`, bounded and
+with excludes (`files.py`: a directory over the upload limit is refused before anything is
+packaged); each node unpacks it once and each replica starts in its node's copy. "shared"
+ships nothing and starts replicas in that same path, for clusters that share a filesystem
 (and for a Ray on this machine).
 """
 
@@ -34,6 +35,7 @@ from trainop_core.api.job import GROUP, TrainingJob
 from trainop_core.api.types import format_time, utc_now
 from trainop_core.backends.base import LogLine
 from trainop_core.backends.process.podspec import local_warnings, runnable_problems
+from trainop_core.backends.ray.files import UploadLimits, ship
 from trainop_core.backends.ray.placement import Placement, extra_runtime_env, placement_for
 from trainop_core.backends.ray.supervisor import remote_class
 from trainop_core.errors import (
@@ -65,8 +67,9 @@ class RayBackend:
     """Jobs on a Ray cluster (see the module docstring for `address` and `files`).
 
     `working_dir` (upload mode): a package already on the cluster (a `gcs://` URI from
-    `upload_files`, or any URI Ray accepts) that every job starts in instead of its own
+    `upload_directory`, or any URI Ray accepts) that every job starts in instead of its own
     directory; a Ray Tune search uploads the template's directory once, on the driver, that way.
+    `upload_limits`: how much a shipped directory may hold (default: `UploadLimits.from_env()`).
     `init_options` go to `ray.init` when this backend connects (e.g. `num_cpus` for a local
     Ray, `runtime_env`)."""
 
@@ -78,12 +81,14 @@ class RayBackend:
         *,
         files: str = "upload",
         working_dir: str | None = None,
+        upload_limits: UploadLimits | None = None,
         init_options: Mapping[str, Any] | None = None,
     ) -> None:
         if files not in FILES_MODES:
             raise TrainopError(f"files={files!r}: expected one of {', '.join(FILES_MODES)}")
         self.files = files
         self.working_dir = working_dir
+        self.upload_limits = upload_limits or UploadLimits.from_env()
         self.address = address
         connect(address, init_options or {})
         self._supervisor_class = remote_class()
@@ -92,8 +97,8 @@ class RayBackend:
     def create(self, job: TrainingJob, kind: Kind, *, workdir: Path | None = None) -> TrainingJob:
         wire = job.to_dict()
         placement = self._check(job, kind, wire)
+        runtime_env = self._runtime_env(job, workdir)
         where = Path(workdir or os.getcwd()).resolve()
-        runtime_env = self._runtime_env(job, where)
         _stamp(wire)
         supervisor = self._start_supervisor(job, kind, wire, placement, where, runtime_env)
         return self._model(_call(supervisor.get.remote(), f"job {job.key}"))
@@ -183,11 +188,25 @@ class RayBackend:
             log.warning("%s %s: %s", job.kind, job.key, message)
         return placement
 
-    def _runtime_env(self, job: TrainingJob, workdir: Path) -> dict[str, Any]:
+    def _runtime_env(self, job: TrainingJob, workdir: Path | None) -> dict[str, Any]:
+        """The runtime env of the job's actors: the annotation's fields, and in upload mode the
+        job's directory shipped (`workdir`; None: the job came as data, ship the current
+        directory, bounded like any other, and say so)."""
         env = extra_runtime_env(job)
-        if self.files == "upload":
-            env["working_dir"] = self.working_dir or str(workdir)
-            env = upload_files(env)
+        excludes = env.pop("excludes", None) or []
+        if self.files != "upload":
+            return env
+        if self.working_dir is not None and "://" in self.working_dir:
+            env["working_dir"] = self.working_dir
+            return env
+        directory = Path(self.working_dir or workdir or os.getcwd())
+        env["working_dir"], what = upload_directory(directory, self.upload_limits, excludes)
+        if self.working_dir is None and workdir is None:
+            log.warning(
+                "%s %s was given as data without workdir=: shipped the current directory %s "
+                "(%s) to the Ray cluster; pass workdir= to choose the directory",
+                job.kind, job.key, directory.resolve(), what,
+            )  # fmt: skip
         return env
 
     def _start_supervisor(
@@ -253,24 +272,14 @@ def connect(address: str | None, options: Mapping[str, Any]) -> None:
         raise TrainopError(f"cannot connect to Ray at {address or '(local)'}: {exc}") from exc
 
 
-def upload_files(runtime_env: dict[str, Any]) -> dict[str, Any]:
-    """`runtime_env` with its local `working_dir` uploaded to the cluster (a gcs:// URI).
-
-    Ray uploads a local working_dir itself only for a whole driver (`ray.init`); a job's
-    supervisor is an actor, so the upload is done here with Ray's own packaging (the same
-    excludes, size limit and content-addressed cache as `ray.init(runtime_env=...)`)."""
-    from ray._private.runtime_env.working_dir import upload_working_dir_if_needed
-
-    logger = logging.getLogger("trainop.ray.upload")
-    logger.setLevel(logging.WARNING)
-    try:
-        uploaded: dict[str, Any] = upload_working_dir_if_needed(
-            dict(runtime_env), include_gitignore=True, logger=logger
-        )
-    except (OSError, ValueError, RayError) as exc:
-        where = runtime_env["working_dir"]
-        raise TrainopError(f"cannot ship the job's directory {where} to Ray: {exc}") from exc
-    return uploaded
+def upload_directory(
+    directory: Path, limits: UploadLimits | None = None, excludes: list[str] | None = None
+) -> tuple[str, str]:
+    """Ship `directory` to the connected cluster (bounded, see `files.py`); returns its
+    `gcs://` URI, for a runtime_env's working_dir, and what was shipped ("3 files, 2.0 KiB")."""
+    uri, tree = ship(directory, limits or UploadLimits.from_env(), excludes or [])
+    log.debug("shipped %s (%s) as %s", tree.root, tree.describe(), uri)
+    return uri, tree.describe()
 
 
 # --- helpers --------------------------------------------------------------------------------------

@@ -176,7 +176,21 @@ def runtime_env_problems(job: TrainingJob, problems: list[Problem]) -> dict[str,
         allowed = ", ".join(RUNTIME_ENV_FIELDS)
         problems.append(Problem(path, f"has unsupported field(s) {unknown} (allowed: {allowed})"))
         return {}
-    return value
+    before = len(problems)
+    for name in ("excludes", "py_modules"):
+        items = value.get(name, [])
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            problems.append(Problem(f"{path}.{name}", "must be a list of strings"))
+    for i, module in enumerate(value.get("py_modules") or []):
+        if isinstance(module, str) and "://" not in module:
+            problems.append(
+                Problem(
+                    f"{path}.py_modules[{i}]",
+                    f"{module!r} is a local path, which a job cannot ship (only its directory is "
+                    "shipped); give a URI (s3://, gs://, https://) or put the module there",
+                )
+            )
+    return value if len(problems) == before else {}
 
 
 def extra_runtime_env(job: TrainingJob) -> dict[str, Any]:
