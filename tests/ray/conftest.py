@@ -9,6 +9,7 @@ cannot be made, `ray.cluster_utils.Cluster` stands in (same node count, one IP).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -25,7 +26,16 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from ray_helpers import leftovers  # noqa: E402  (after the importorskip)
-from raycluster import NetnsRayCluster, available  # noqa: E402
+from raycluster import (  # noqa: E402
+    MARKER,
+    NetnsRayCluster,
+    available,
+    destroy,
+    remove_owner,
+    start_reaper,
+    sweep_stale,
+    write_owner,
+)
 
 from trainop_core.backends.ray import RayBackend  # noqa: E402
 from trainop_core.client import TrainingClient  # noqa: E402
@@ -43,16 +53,20 @@ def _pythonpath() -> str:
 @pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[Any]:
     """The cluster, with this process connected to it as a driver; stopped at the end, also
-    when a test failed."""
+    when a test failed, and by its reaper if this process dies first. What a crashed earlier run
+    left is removed first (see raycluster.py)."""
     why = available()
+    if not why:
+        sweep_stale()
     root = Path(tempfile.mkdtemp(prefix="trt-", dir="/tmp"))  # short: Ray's socket paths
     cluster: Any = None
+    saved: dict[str, str | None] = {}
     try:
         if why:
-            cluster = _fallback_cluster(root)
+            cluster = _fallback_cluster(root, saved)
         else:
             env = {"PYTHONPATH": _pythonpath(), **_auth()}
-            saved = {name: os.environ.get(name) for name in env}
+            saved.update({name: os.environ.get(name) for name in env})
             os.environ.update(env)  # this process connects as a driver: the same token
             _reload_auth_settings()
             cluster = NetnsRayCluster(root, WORKERS, CPUS_PER_WORKER, env)
@@ -63,13 +77,13 @@ def ray_cluster() -> Iterator[Any]:
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        for name, value in locals().get("saved", {}).items():
+        for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
         if cluster is not None:
-            cluster.stop() if hasattr(cluster, "stop") else cluster.shutdown()
+            cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -105,17 +119,39 @@ def _connect(address: str, root: Path) -> None:
             time.sleep(1)
 
 
-def _fallback_cluster(root: Path) -> Any:
-    """`ray.cluster_utils.Cluster` (nodes share one IP) where network namespaces are not allowed."""
-    from ray.cluster_utils import Cluster
+class _FallbackCluster:
+    """`ray.cluster_utils.Cluster` (nodes share one IP) where network namespaces are not allowed;
+    its processes carry the same marker, owner record and reaper as the namespaced cluster."""
 
+    def __init__(self, root: Path) -> None:
+        from ray.cluster_utils import Cluster
+
+        self.tag = uuid.uuid4().hex[:6]
+        write_owner(self.tag, root)
+        self.reaper = start_reaper(self.tag, root)
+        os.environ[MARKER] = self.tag  # Ray's processes, started from here, inherit it
+        self.cluster = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 0, "_temp_dir": str(root / "ray")},
+        )
+        for _ in range(WORKERS):
+            self.cluster.add_node(num_cpus=CPUS_PER_WORKER)
+        self.address = self.cluster.address
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.cluster.shutdown()
+        destroy(self.tag)
+        os.environ.pop(MARKER, None)
+        self.reaper.kill()
+        self.reaper.wait(timeout=30)
+        remove_owner(self.tag)
+
+
+def _fallback_cluster(root: Path, saved: dict[str, str | None]) -> Any:
+    saved["PYTHONPATH"] = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = _pythonpath()
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 0, "_temp_dir": str(root / "ray")},
-    )
-    for _ in range(WORKERS):
-        cluster.add_node(num_cpus=CPUS_PER_WORKER)
+    cluster = _FallbackCluster(root)
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
     # Cluster also names itself the machine's current cluster: no later ray.init() may join it.
     from ray._common.utils import get_ray_address_file
