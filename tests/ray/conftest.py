@@ -40,7 +40,8 @@ from raycluster import (  # noqa: E402
 from trainop_core.backends.ray import RayBackend  # noqa: E402
 from trainop_core.client import TrainingClient  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 WORKERS, CPUS_PER_WORKER = 2, 2
 
 
@@ -48,6 +49,21 @@ def _pythonpath() -> str:
     paths = [str(REPO), *(str(REPO / "integrations" / n) for n in ("flyte", "kfp", "hpo"))]
     inherited = os.environ.get("PYTHONPATH")
     return os.pathsep.join([*paths, *([inherited] if inherited else [])])
+
+
+LAST = ("test_a_node_killed_mid_job",)  # these kill a node for good: nothing may follow them
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that kill a node after every other test of this package (and still within
+    it: the cluster is package-scoped)."""
+    here = [i for i, item in enumerate(items) if Path(str(item.path)).parent == HERE]
+    if not here:
+        return
+    last = [items[i] for i in here if any(name in items[i].name for name in LAST)]
+    rest = [item for item in items if item not in last]
+    end = max(i for i, item in enumerate(rest) if Path(str(item.path)).parent == HERE)
+    items[:] = rest[: end + 1] + last + rest[end + 1 :]
 
 
 @pytest.fixture(scope="package")
@@ -127,6 +143,7 @@ class _FallbackCluster:
         from ray.cluster_utils import Cluster
 
         self.tag = uuid.uuid4().hex[:6]
+        self.root = root
         write_owner(self.tag, root)
         self.reaper = start_reaper(self.tag, root)
         os.environ[MARKER] = self.tag  # Ray's processes, started from here, inherit it

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +59,6 @@ def _run_example(client: TrainingClient, example: str) -> None:
 @pytest.mark.parametrize("example", TRAINING)
 def test_example_trains_across_nodes(upload_client: TrainingClient, example: str) -> None:
     _run_example(upload_client, example)
-
-
-@pytest.fixture(scope="module")
-def mxnet_venv() -> Path:
-    script = ROOT / "examples" / "mxnet" / "setup_venv.sh"
-    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        pytest.skip(f"MXNet venv could not be built by {script}: {done.stderr.strip()[-500:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow

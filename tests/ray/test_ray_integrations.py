@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,13 @@ METRICS = py("import os; print('accuracy=0.75 rank=' + os.environ['RANK'])")
 
 
 @pytest.mark.slow
-def test_a_kfp_step_runs_its_job_on_ray(ray_cluster: Any, tag: str) -> None:
+def test_a_kfp_step_runs_its_job_on_ray(
+    ray_cluster: Any, tag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from trainop_kfp.runner import run_job
 
-    job = make_job("XGBoostJob", "kfp-step").master(command=METRICS).workers(1, command=METRICS)
+    monkeypatch.chdir(tmp_path)  # the step's directory, shipped with its job (given as data)
+    job = make_job("PyTorchJob", "kfp-step").master(command=METRICS)
     result = run_job(tagged(job, tag), backend="ray", echo=lambda line: None)
     assert (result.state, result.metrics) == ("Succeeded", {"accuracy": 0.75, "rank": 0.0})
     until(lambda: not leftovers(tag), what="the step's job deleted")
@@ -27,9 +31,10 @@ def test_a_kfp_step_runs_its_job_on_ray(ray_cluster: Any, tag: str) -> None:
 
 @pytest.mark.slow
 def test_the_flyte_connector_runs_a_command_task_on_ray(
-    ray_cluster: Any, tag: str, monkeypatch: pytest.MonkeyPatch
+    ray_cluster: Any, tag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("flytekit")
+    monkeypatch.chdir(tmp_path)  # the connector's directory, shipped with the task's job
     from flyteidl.core.execution_pb2 import TaskExecution
     from flytekit.configuration import ImageConfig, SerializationSettings
     from flytekit.tools.translator import get_serializable
@@ -37,7 +42,7 @@ def test_the_flyte_connector_runs_a_command_task_on_ray(
     from trainop_flyte.connector import TrainingJobConnector
 
     monkeypatch.setenv("TRAINOP_FLYTE_BACKEND", "ray")
-    job = make_job("XGBoostJob", "flyte-step").master(command=METRICS).workers(1, command=METRICS)
+    job = make_job("PyTorchJob", "flyte-step").master(command=METRICS)
     task = TrainingJobCommandTask(
         name="on_ray", job=tagged(job, tag), outputs={"state": str, "accuracy": float}
     )

@@ -15,7 +15,7 @@ from trainop_core.client import TrainingClient, is_succeeded, job_state
 from trainop_core.errors import AlreadyExistsError, InvalidJobError, NotFoundError
 
 SUCCESS_JOBS = {
-    "TFJob": lambda: make_job("TFJob", "tf").chief(command=OK).workers(2, command=OK),
+    "TFJob": lambda: make_job("TFJob", "tf").chief(command=OK).workers(1, command=OK),
     "PyTorchJob": lambda: make_job("PyTorchJob", "pt").master(command=OK).workers(1, command=OK),
     "MXJob": lambda: (
         make_job("MXJob", "mx").scheduler(command=OK).servers(command=OK).workers(1, command=OK)

@@ -97,6 +97,8 @@ class RayBackend:
     def create(self, job: TrainingJob, kind: Kind, *, workdir: Path | None = None) -> TrainingJob:
         wire = job.to_dict()
         placement = self._check(job, kind, wire)
+        if _exists(actor_name(job.name, job.namespace)):  # before shipping any file
+            raise _already_exists(job, kind)
         runtime_env = self._runtime_env(job, workdir)
         where = Path(workdir or os.getcwd()).resolve()
         _stamp(wire)
@@ -229,12 +231,8 @@ class RayBackend:
                 scheduling_strategy="DEFAULT",  # never inside a caller's placement group
                 runtime_env=runtime_env or None,
             ).remote(wire, placement, shared)
-        except ActorAlreadyExistsError:
-            raise AlreadyExistsError(
-                f'{kind.singular}.{GROUP} "{job.name}" already exists in namespace '
-                f"{job.namespace} (delete it first: trainop delete {job.name} -n {job.namespace} "
-                "--backend ray)"
-            ) from None
+        except ActorAlreadyExistsError:  # created meanwhile by another driver
+            raise _already_exists(job, kind) from None
         try:
             ray.get(handle.ready.remote(), timeout=START_TIMEOUT_SECONDS)
         except (RayError, GetTimeoutError) as exc:
@@ -301,14 +299,25 @@ def _call(ref: Any, what: str, timeout: float = 120.0) -> Any:
         raise TrainopError(f"job {what}: its supervisor did not answer in {timeout:g} s") from None
 
 
+def _exists(name: str) -> bool:
+    try:
+        ray.get_actor(name, namespace=RAY_NAMESPACE)
+    except ValueError:
+        return False
+    return True
+
+
+def _already_exists(job: TrainingJob, kind: Kind) -> AlreadyExistsError:
+    return AlreadyExistsError(
+        f'{kind.singular}.{GROUP} "{job.name}" already exists in namespace {job.namespace} '
+        f"(delete it first: trainop delete {job.name} -n {job.namespace} --backend ray)"
+    )
+
+
 def _until_gone(name: str, timeout: float = 30.0) -> None:
     """Wait until Ray has freed the actor name (ray.kill is asynchronous)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            ray.get_actor(name, namespace=RAY_NAMESPACE)
-        except ValueError:
-            return
+    while time.monotonic() < deadline and _exists(name):
         time.sleep(0.05)
 
 
