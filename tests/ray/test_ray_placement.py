@@ -10,7 +10,7 @@ from builders import make_job
 
 from trainop_core.api.load import default_registry
 from trainop_core.backends.ray.addressing import RayAddressing
-from trainop_core.backends.ray.logbuffer import LogBuffer
+from trainop_core.backends.ray.logbuffer import LogBuffer, limit_per_replica
 from trainop_core.backends.ray.placement import (
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
     distinct_ports,
@@ -87,8 +87,21 @@ def test_schedule_timeout_comes_from_the_scheduling_policy() -> None:
         ({"ray.trainop.dev/runtime-env": "{not json"}, "runtime-env", "is not JSON"),
         ({"ray.trainop.dev/runtime-env": "[1]"}, "runtime-env", "must be a JSON object"),
         ({"ray.trainop.dev/runtime-env": '{"working_dir": "/"}'}, "runtime-env", "unsupported"),
+        (
+            {"ray.trainop.dev/runtime-env": '{"py_modules": ["./mine"]}'},
+            "runtime-env].py_modules[0]",
+            "is a local path",
+        ),
+        ({"ray.trainop.dev/runtime-env": '{"excludes": "*.bin"}'}, "runtime-env].excludes", "list"),
     ],
-    ids=["unknown strategy", "runtime env not JSON", "runtime env a list", "working_dir is ours"],
+    ids=[
+        "unknown strategy",
+        "runtime env not JSON",
+        "runtime env a list",
+        "working_dir is ours",
+        "a local py_module cannot be shipped",
+        "excludes must be a list",
+    ],
 )
 def test_bad_annotations_are_problems_naming_the_field(
     annotations: dict[str, str], field: str, message: str
@@ -98,7 +111,9 @@ def test_bad_annotations_are_problems_naming_the_field(
     placement, problems = place(builder)
     assert placement is None
     assert len(problems) == 1
-    assert f"metadata.annotations[ray.trainop.dev/{field}]" == problems[0].path
+    assert problems[0].path == f"metadata.annotations[ray.trainop.dev/{field}" + (
+        "" if "]" in field else "]"
+    )
     assert message in problems[0].message
 
 
@@ -134,3 +149,9 @@ def test_the_log_buffer_keeps_the_newest_bytes_and_says_what_was_dropped() -> No
     assert data.startswith(b"\n--- trainop: 9 bytes of older output dropped ---\n")
     assert data.endswith(b"line two\nline three\n") and offset == buffer.end == 29
     assert buffer.read(29) == (b"", 29)
+
+
+def test_a_large_job_keeps_less_output_per_replica() -> None:
+    assert limit_per_replica(4) == 8 * 1024**2
+    assert limit_per_replica(64) == 2 * 1024**2  # 128 MiB in all
+    assert limit_per_replica(100_000) == 256 * 1024

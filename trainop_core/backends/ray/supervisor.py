@@ -32,7 +32,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 
 from trainop_core.backends.ray.addressing import RayAddressing, UnplacedAddressing
 from trainop_core.backends.ray.gang import Gang, PlacementInterrupted, PlacementTimeout, Slot
-from trainop_core.backends.ray.logbuffer import DEFAULT_LIMIT_BYTES, LogBuffer
+from trainop_core.backends.ray.journal import Journal
 from trainop_core.backends.ray.placement import Placement
 from trainop_core.planner.conditions import failed_status, is_finished_wire
 from trainop_core.planner.types import Observed, ObservedPod, Plan
@@ -58,9 +58,8 @@ class Supervisor:
         self.key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
         self.workdir = workdir
         self.lock = threading.Condition()
-        self.events: list[dict[str, str]] = []
         self._events_seen: set[tuple[str, str, str]] = set()
-        self.logs = {replica: LogBuffer(DEFAULT_LIMIT_BYTES) for replica in placement.replicas}
+        self.journal = Journal(placement.replicas, self.lock)
         types = {
             r: self.kind.canonical_replica_type(r.rsplit("-", 1)[0]) for r in placement.replicas
         }
@@ -68,7 +67,6 @@ class Supervisor:
         self.placement = placement
         self.requests: dict[str, Any] = {}
         self.poked = False  # the spec changed (suspend/resume): plan again at once
-        self._line_open: dict[str, bool] = {}  # a replica's output ends mid-line
         self.settled = False  # finished and nothing of it runs or is held any more
         self.gone = False  # deleted: every resource released
         self._plan: Callable[..., Plan] = plan
@@ -83,9 +81,8 @@ class Supervisor:
         with self.lock:
             return copy.deepcopy(self.wire)
 
-    def get_events(self) -> list[dict[str, str]]:
-        with self.lock:
-            return list(self.events)
+    def get_events(self) -> list[dict[str, Any]]:
+        return self.journal.snapshot()
 
     def wait(self, timeout: float) -> dict[str, Any] | None:
         """The job once it has finished (within `timeout` s), else None."""
@@ -102,12 +99,8 @@ class Supervisor:
         """Output of each replica in `offsets` from its offset on, as (bytes, next offset, end of
         what is kept), and whether more can come (no: the job finished and none of its replicas
         runs any more)."""
+        chunks = self.journal.read(offsets)
         with self.lock:
-            chunks = {
-                r: (*self.logs[r].read(o), self.logs[r].end)
-                for r, o in offsets.items()
-                if r in self.logs
-            }
             return {"chunks": chunks, "over": self.settled or self.gone}
 
     def replicas(self) -> list[str]:
@@ -152,13 +145,21 @@ class Supervisor:
                     return
                 self._sleep(self._timeout(plan))
         except Exception as exc:  # a bug would otherwise leave the job running unsupervised
-            self._event("Warning", "SupervisorError", traceback.format_exc(limit=5))
+            self.journal.event("Warning", "SupervisorError", traceback.format_exc(limit=5))
             with contextlib.suppress(Exception):
                 self.gang.release()
             self._record_failed(f"the Ray supervisor failed: {exc!r}")
-            with self.lock:
-                self.settled = True
-                self.lock.notify_all()
+            self._await_deletion()
+
+    def _await_deletion(self) -> None:
+        """After the loop failed (nothing runs or is held any more): a delete is done at once."""
+        with self.lock:
+            self.settled = True
+            self.lock.notify_all()
+            while "delete" not in self.requests:
+                self.lock.wait(1.0)
+            self.gone = True
+            self.lock.notify_all()
 
     def _rounds(self) -> Plan:
         with self.lock:
@@ -218,9 +219,9 @@ class Supervisor:
         ]
         self._stop_pods(peers)
         for slot in peers:
-            self._mark(slot.replica, f"gang restart: {names} lost its actor")
+            self.journal.mark(slot.replica, f"gang restart: {names} lost its actor")
         message = f"replica(s) {names} lost; restarting every replica of the gang with it"
-        self._event("Warning", "GangRestart", message)
+        self.journal.event("Warning", "GangRestart", message)
 
     def _start_pods(self, manifests: list[dict[str, Any]]) -> int:
         """Hand each planned pod to its replica's actor (all at once, then wait for them)."""
@@ -249,7 +250,7 @@ class Supervisor:
                     reason="StartError", message=message,
                 )  # fmt: skip
                 slot.running = False
-                self._mark(slot.replica, message)
+                self.journal.mark(slot.replica, message)
         return len(calls)
 
     def _slot_of(self, manifest: dict[str, Any]) -> Slot | None:
@@ -274,7 +275,7 @@ class Supervisor:
             events = [(e.type, e.reason, e.message) for e in plan.events]
             for event in events:
                 if event not in self._events_seen:
-                    self._event(*event)
+                    self.journal.event(*event)
             self._events_seen = set(events)
             self.lock.notify_all()
             return changed
@@ -296,11 +297,11 @@ class Supervisor:
             return True
         for replica in moved:
             slot = self.gang.slots[replica]
-            self._mark(replica, f"placed again at {slot.address} (was {slot.history[-1]})")
+            self.journal.mark(replica, f"placed again at {slot.address} (was {slot.history[-1]})")
         for slot in self.gang.slots.values():
             if slot.watch is None and slot.actor is not None:
                 slot.watch = slot.actor.watch.remote(slot.version, slot.offset, WATCH_SECONDS)
-        self._event("Normal", "Placed", self._placed_message())
+        self.journal.event("Normal", "Placed", self._placed_message())
         return True
 
     def _placed_message(self) -> str:
@@ -315,13 +316,13 @@ class Supervisor:
             f"cluster within {timeout:g} s (waiting for its {what}): it needs "
             f"{self.placement.describe()}; the cluster has {_fmt(have)} in all, {_fmt(free)} free"
         )
-        self._event("Warning", "Unschedulable", message)
+        self.journal.event("Warning", "Unschedulable", message)
         self.gang.release()
         self._record_failed(message)
 
     def _fail_placing(self, exc: Exception) -> None:
         message = f"a replica's actor could not start: {str(exc).strip()[-2000:]}"
-        self._event("Warning", "FailedCreatePod", message)
+        self.journal.event("Warning", "FailedCreatePod", message)
         self.gang.release()
         self._record_failed(message)
 
@@ -345,7 +346,7 @@ class Supervisor:
         except RayError as exc:  # the actor died (or its answer was lost with its node)
             self._lose(slot, exc)
             return
-        self._append(slot.replica, report["log"])
+        self.journal.append(slot.replica, report["log"])
         slot.offset, slot.version = report["offset"], report["version"]
         seen = report["pod"]
         if slot.pod is not None and seen is not None and seen["name"] == slot.pod.name:
@@ -359,14 +360,14 @@ class Supervisor:
         reason = "ReplicaLost" if node_alive else "NodeLost"
         where = f"node {slot.ip}" + ("" if node_alive else " died")
         message = f"the replica's Ray actor on {where}: {type(exc).__name__}"
-        self._mark(slot.replica, message)
+        self.journal.mark(slot.replica, message)
         self.gang.forget_actor(slot)
         if slot.pod is not None and slot.pod.phase in ("Pending", "Running"):
             slot.pod = ObservedPod(
                 slot.pod.name, slot.replica_type, slot.pod.index, "Failed", None,
                 slot.pod.restart_count, False, reason, message, slot.pod.uid,
             )  # fmt: skip
-        self._event("Warning", reason, f"{slot.replica}: {message}")
+        self.journal.event("Warning", reason, f"{slot.replica}: {message}")
 
     # --- requests, stopping, tearing down --------------------------------------------------------
     def _interrupted(self) -> bool:
@@ -422,7 +423,7 @@ class Supervisor:
                     report = ray.get(slot.actor.watch.remote(-2, slot.offset, 0), timeout=10)
                 except Exception:
                     break
-                self._append(slot.replica, report["log"])
+                self.journal.append(slot.replica, report["log"])
                 slot.offset = report["offset"]
                 if not report["log"]:
                     break
@@ -434,7 +435,7 @@ class Supervisor:
                 return
             self.wire["status"] = failed_status(status, self.kind.kind, message)
             self._model = None
-            self._event("Warning", f"{self.kind.kind}Failed", message)
+            self.journal.event("Warning", f"{self.kind.kind}Failed", message)
             self.lock.notify_all()
 
     # --- small helpers ---------------------------------------------------------------------------
@@ -476,25 +477,6 @@ class Supervisor:
             else:
                 with self.lock:
                     self.lock.wait(min(left, 1.0))
-
-    def _append(self, replica: str, data: bytes) -> None:
-        if data:
-            with self.lock:
-                self.logs[replica].append(data)
-                self._line_open[replica] = not data.endswith(b"\n")
-                self.lock.notify_all()
-
-    def _mark(self, replica: str, what: str) -> None:
-        """A `--- trainop: ... ---` line in the replica's output, on a line of its own."""
-        prefix = "\n" if self._line_open.get(replica) else ""
-        self._append(replica, f"{prefix}--- trainop: {what} ---\n".encode())
-
-    def _event(self, type_: str, reason: str, message: str) -> None:
-        record = {"time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        record.update(type=type_, reason=reason, message=message)
-        with self.lock:
-            self.events.append(record)
-            del self.events[:-1000]  # bounded
 
 
 def _fmt(resources: dict[str, float]) -> str:
