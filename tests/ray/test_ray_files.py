@@ -17,6 +17,7 @@ from trainop_core.backends.ray.files import (
     UploadLimits,
     UploadRefused,
     package,
+    unshipped_commands,
     walk,
 )
 
@@ -165,3 +166,28 @@ def test_not_a_directory_is_refused(tmp_path: Path) -> None:
         walk(tmp_path / "missing", BIG)
     with pytest.raises(UploadRefused, match="not a directory"):
         walk(write(tmp_path, "file"), BIG)
+
+
+def test_a_command_from_a_left_out_virtualenv_is_a_problem_naming_the_field(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "ps_train.py")
+    write(tmp_path, ".venv/pyvenv.cfg")
+    write(tmp_path, "venvs/mx/pyvenv.cfg")
+    tree = walk(tmp_path, BIG)
+
+    def container(*command: str) -> dict[str, object]:
+        return {"name": "mxnet", "command": list(command)}
+
+    specs = {
+        "Scheduler": {"template": {"spec": {"containers": [container(".venv/bin/python")]}}},
+        "Server": {"template": {"spec": {"initContainers": [container("./venvs/mx/bin/pip")]}}},
+        "Worker": {"template": {"spec": {"containers": [container("python", "ps_train.py")]}}},
+    }
+    problems = unshipped_commands(specs, "mxReplicaSpecs", tree)
+    assert [p.path for p in problems] == [
+        "spec.mxReplicaSpecs.Scheduler.template.spec.containers[0].command[0]",
+        "spec.mxReplicaSpecs.Server.template.spec.initContainers[0].command[0]",
+    ]
+    assert f".venv/bin/python is in {tmp_path / '.venv'}" in problems[0].message
+    assert 'files="shared"' in problems[0].message

@@ -35,7 +35,7 @@ from trainop_core.api.job import GROUP, TrainingJob
 from trainop_core.api.types import format_time, utc_now
 from trainop_core.backends.base import LogLine
 from trainop_core.backends.process.podspec import local_warnings, runnable_problems
-from trainop_core.backends.ray.files import UploadLimits, ship
+from trainop_core.backends.ray.files import UploadLimits, ship, store, unshipped_commands, walk
 from trainop_core.backends.ray.placement import Placement, extra_runtime_env, placement_for
 from trainop_core.backends.ray.supervisor import remote_class
 from trainop_core.errors import (
@@ -99,7 +99,7 @@ class RayBackend:
         placement = self._check(job, kind, wire)
         if _exists(actor_name(job.name, job.namespace)):  # before shipping any file
             raise _already_exists(job, kind)
-        runtime_env = self._runtime_env(job, workdir)
+        runtime_env = self._runtime_env(job, kind, wire, workdir)
         where = Path(workdir or os.getcwd()).resolve()
         _stamp(wire)
         supervisor = self._start_supervisor(job, kind, wire, placement, where, runtime_env)
@@ -190,10 +190,13 @@ class RayBackend:
             log.warning("%s %s: %s", job.kind, job.key, message)
         return placement
 
-    def _runtime_env(self, job: TrainingJob, workdir: Path | None) -> dict[str, Any]:
+    def _runtime_env(
+        self, job: TrainingJob, kind: Kind, wire: dict[str, Any], workdir: Path | None
+    ) -> dict[str, Any]:
         """The runtime env of the job's actors: the annotation's fields, and in upload mode the
         job's directory shipped (`workdir`; None: the job came as data, ship the current
-        directory, bounded like any other, and say so)."""
+        directory, bounded like any other, and say so). A command that would run from a
+        directory left out of the package is refused first."""
         env = extra_runtime_env(job)
         excludes = env.pop("excludes", None) or []
         if self.files != "upload":
@@ -202,7 +205,12 @@ class RayBackend:
             env["working_dir"] = self.working_dir
             return env
         directory = Path(self.working_dir or workdir or os.getcwd())
-        env["working_dir"], what = upload_directory(directory, self.upload_limits, excludes)
+        tree = walk(directory, self.upload_limits, excludes)
+        specs = wire["spec"].get(kind.replica_field, {})
+        problems = unshipped_commands(specs, kind.replica_field, tree)
+        if problems:
+            raise InvalidJobError(problems, job=f"{job.kind}/{job.name}")
+        env["working_dir"], what = store(tree), tree.describe()
         if self.working_dir is None and workdir is None:
             log.warning(
                 "%s %s was given as data without workdir=: shipped the current directory %s "

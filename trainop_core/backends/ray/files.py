@@ -39,7 +39,7 @@ from typing import Any
 
 from pathspec import GitIgnoreSpec
 
-from trainop_core.errors import TerminalError
+from trainop_core.errors import Problem, TerminalError
 from trainop_core.gang import parse_quantity
 
 LIMIT_ENV = "TRAINOP_RAY_UPLOAD_LIMIT"  # a quantity of bytes: "100Mi", "1Gi", "500000000"
@@ -309,16 +309,15 @@ def _zip_time(mtime: float) -> tuple[int, int, int, int, int, int]:
     return (max(year, 1980), month, day, hour, minute, second)
 
 
-def ship(root: Path, limits: UploadLimits, excludes: Sequence[str] = ()) -> tuple[str, Tree]:
-    """Walk, package and store `root` in the connected Ray cluster (once per content); returns
-    the `gcs://` URI for a runtime_env's working_dir and what was shipped."""
+def store(tree: Tree) -> str:
+    """Package `tree` and store it in the connected Ray cluster (once per content); the
+    `gcs://` URI for a runtime_env's working_dir."""
     from ray._private.runtime_env.packaging import (
         package_exists,
         pin_runtime_env_uri,
         upload_package_to_gcs,
     )
 
-    tree = walk(root, limits, excludes)
     uri, data = package(tree)
     try:
         pin_runtime_env_uri(uri)  # kept until the supervisor's actor refers to it
@@ -326,4 +325,36 @@ def ship(root: Path, limits: UploadLimits, excludes: Sequence[str] = ()) -> tupl
             upload_package_to_gcs(uri, data)
     except (RuntimeError, ValueError) as exc:
         raise UploadRefused(f"cannot ship {tree.root} to the Ray cluster: {exc}") from exc
-    return uri, tree
+    return uri
+
+
+def ship(root: Path, limits: UploadLimits, excludes: Sequence[str] = ()) -> tuple[str, Tree]:
+    """`walk`, then `store`: the URI and what was shipped."""
+    tree = walk(root, limits, excludes)
+    return store(tree), tree
+
+
+def unshipped_commands(specs: Mapping[str, Any], replica_field: str, tree: Tree) -> list[Problem]:
+    """Containers whose command is a relative path into a directory left out of `tree` (such as
+    `.venv/bin/python`): on the nodes it would not exist. Pure."""
+    problems = []
+    for rtype, spec in specs.items():
+        pod = ((spec or {}).get("template") or {}).get("spec") or {}
+        for group in ("initContainers", "containers"):
+            for i, container in enumerate(pod.get(group) or []):
+                command = container.get("command") or []
+                program = os.path.normpath(str(command[0])) if command else "/"
+                where = next((d for d in tree.left_out if program.startswith(d)), None)
+                if where is not None and not os.path.isabs(program):
+                    path = f"spec.{replica_field}.{rtype}.template.spec.{group}[{i}].command[0]"
+                    problems.append(Problem(path, _unshipped(program, tree.root / where)))
+    return problems
+
+
+def _unshipped(program: str, directory: Path) -> str:
+    return (
+        f"{program} is in {directory}, which is never shipped to Ray nodes (version control, "
+        "virtualenvs and caches are left out; a virtualenv is not relocatable): install what it "
+        'provides on the nodes (or with the runtime-env field "pip"), or on a shared filesystem '
+        'ship nothing and use the same path (files="shared", --ray-files shared)'
+    )
