@@ -25,16 +25,16 @@ def install_crds(server: ApiServer, registry: KindRegistry, extra: Iterable[Any]
 
 
 @contextmanager
-def running_operator(
-    server: ApiServer, registry: KindRegistry, options: Any = None
-) -> Iterator[Any]:
-    """A Manager running on a daemon thread against `server` for the length of a `with` block
-    (default options: no metrics or probe ports)."""
+def running_operator(server: Any, registry: KindRegistry, options: Any = None) -> Iterator[Any]:
+    """A Manager running on a daemon thread against `server` (the fake ApiServer, a ControlPlane,
+    or a kubernetes ApiClient) for the length of a `with` block (default options: no metrics or
+    probe ports)."""
     from trainop_core.operator.manager import Manager
     from trainop_core.operator.options import Options
 
     options = options or Options(metrics_bind_address="0", health_probe_bind_address="0")
-    manager = Manager(options, registry, api_client=server.api_client())
+    client = server.api_client() if hasattr(server, "api_client") else server
+    manager = Manager(options, registry, api_client=client)
     thread = threading.Thread(target=manager.run, daemon=True, name="operator")
     thread.start()
     try:

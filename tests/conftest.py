@@ -9,6 +9,9 @@ import pytest
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.table import KindRegistry, build_registry
 
+# The real control plane's fixtures (control_plane, k8s_namespace, k8s_kubelet, k8s): tests/k8s.py
+pytest_plugins = ["k8s"]
+
 
 @pytest.fixture
 def registry() -> KindRegistry:

@@ -42,7 +42,10 @@ def test_a_killed_supervisor_is_reported_and_the_job_recovers_without_duplicates
     while tagged_processes(tag):  # its replicas die with it
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert state_label(client.get("crash")).endswith("(supervisor lost)")
+    # ... and once its watcher has killed whatever they left, the job shows the loss
+    while not state_label(client.get("crash")).endswith("(supervisor lost)"):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
     finished = client.wait("crash", timeout=30, poll=0.05)  # restarts the supervisor
     assert is_succeeded(finished)

@@ -92,13 +92,14 @@ def test_410_gone_forces_a_relist_and_converges(cluster: Cluster, run_operator: 
 def test_half_open_watch_is_abandoned_after_the_read_timeout(
     cluster: Cluster, run_operator: Start
 ) -> None:
-    """A watch that stays open but delivers nothing (no bookmarks either) is re-opened."""
-    cluster.server.bookmark_interval = 3600
-    op = run_operator(watch_read_timeout=1.0).wait_started()
-    before = cluster.server.stats.total_watches
+    """A watch that stays open but delivers nothing past its own server-side timeout (a
+    half-open connection) is given up timeoutSeconds + the read margin later, and re-opened."""
+    cluster.server.faults.delay("watch", "pods", seconds=30, count=None)  # answers nothing
+    op = run_operator(watch_timeout=1, watch_read_timeout=1.0).wait_started()
+    before = cluster.server.stats.requests[("watch", "pods")]
     wait_for(
-        lambda: cluster.server.stats.total_watches >= before + 7,
-        timeout=5,
+        lambda: cluster.server.stats.requests[("watch", "pods")] >= before + 3,
+        timeout=15,
         what="watches re-opened",
     )
     assert op.manager.caches_synced()
@@ -161,7 +162,8 @@ def test_expectations_hold_back_creations_while_the_pod_cache_lags(
 def test_a_lagging_job_cache_cannot_resurrect_the_pods_of_a_finished_job(
     cluster: Cluster, run_operator: Start
 ) -> None:
-    """The operator plans from its own status write, not from an older cached job."""
+    """The operator plans from its own status write, not from an older cached job, even after
+    several writes (worker done, then master done) while the job watch is down."""
     run_operator().wait_started()
     cluster.rule("*", run_seconds=None)
     name = "lag"
@@ -176,7 +178,8 @@ def test_a_lagging_job_cache_cannot_resurrect_the_pods_of_a_finished_job(
     cluster.wait_condition("PyTorchJob", name, "Running")
     cluster.server.faults.fail("watch", "pytorchjobs", code=500, count=2)  # job cache goes stale
     cluster.server.faults.cut_open_watches("pytorchjobs")
-    for pod in cluster.pods(name):
+    # The worker first: the master's exit ends the job, whose pods are then deleted.
+    for pod in reversed(cluster.pods(name)):
         cluster.kubelet.terminate("default", pod.metadata.name, exit_code=0)
     cluster.wait_condition("PyTorchJob", name, "Succeeded")
     wait_for(lambda: not cluster.pods(name), what="pods cleaned up")

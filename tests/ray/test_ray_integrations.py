@@ -18,14 +18,21 @@ METRICS = py("import os; print('accuracy=0.75 rank=' + os.environ['RANK'])")
 
 @pytest.mark.slow
 def test_a_kfp_step_runs_its_job_on_ray(
-    ray_cluster: Any, tag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ray_cluster: Any,
+    tag: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from trainop_kfp.runner import run_job
 
     monkeypatch.chdir(tmp_path)  # the step's directory, shipped with its job (given as data)
+    (tmp_path / "notes.txt").write_text("shipped\n")
     job = make_job("PyTorchJob", "kfp-step").master(command=METRICS)
     result = run_job(tagged(job, tag), backend="ray", echo=lambda line: None)
     assert (result.state, result.metrics) == ("Succeeded", {"accuracy": 0.75, "rank": 0.0})
+    shipped = f"shipped the current directory {tmp_path} (1 file, 8 B) to the Ray cluster"
+    assert shipped in caplog.text  # a job given as data: nobody chose its directory
     until(lambda: not leftovers(tag), what="the step's job deleted")
 
 

@@ -8,7 +8,13 @@ import sys
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from trainop_core.errors import InvalidJobError, NotFoundError, TerminalError, TrainopError
+from trainop_core.errors import (
+    InvalidJobError,
+    InvalidNameError,
+    NotFoundError,
+    TerminalError,
+    TrainopError,
+)
 
 if TYPE_CHECKING:  # the models import pydantic: not needed for `trainop --help`
     from trainop_core.api.job import TrainingJob
@@ -82,8 +88,8 @@ def setup_logging() -> None:
 
 
 def resource(kind: str) -> str:
-    """`pytorchjob.kubeflow.org`, as kubectl names a resource type."""
-    return f"{kind.lower()}.{GROUP}"
+    """`pytorchjob.kubeflow.org`, as kubectl names a resource type ("job" if unknown)."""
+    return f"{kind.lower()}.{GROUP}" if kind else "job"
 
 
 def report_error(err: TrainopError) -> int:
@@ -94,6 +100,9 @@ def report_error(err: TrainopError) -> int:
     if isinstance(err, NotFoundError):
         print(f"Error from server (NotFound): {err}", file=sys.stderr)
         return EXIT_FAILED
+    if isinstance(err, InvalidNameError):
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
     print(f"error: {err}", file=sys.stderr)
     return EXIT_INVALID if isinstance(err, TerminalError) else EXIT_FAILED
 
@@ -144,10 +153,21 @@ def age(job: TrainingJob, now: datetime | None = None) -> str:
 
 
 def state_label(job: TrainingJob) -> str:
-    from trainop_core.client import job_state, supervisor_lost
+    from trainop_core.client import damage, job_state, supervisor_lost
 
+    if damage(job):
+        return "Damaged"
     state = job_state(job)
     return f"{state} (supervisor lost)" if supervisor_lost(job) else state
+
+
+def warn_damaged(jobs: list[TrainingJob]) -> None:
+    """One stderr line per job whose stored state is damaged: what is wrong, how to remove it."""
+    from trainop_core.client import damage
+
+    for job in jobs:
+        if damage(job):
+            print(f"trainop: warning: {damage(job)}", file=sys.stderr)
 
 
 def table(rows: list[list[str]]) -> str:

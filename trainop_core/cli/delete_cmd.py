@@ -21,7 +21,8 @@ def register(subparsers: Any) -> None:
         help="stop a job and remove it",
         description=(
             "Stop every replica of the job (SIGTERM, then SIGKILL after the grace period) and "
-            "remove it with its status and logs. Exit codes: 0 deleted, 1 no such job."
+            "remove it with its status and logs (a job whose stored state is damaged too). Exit "
+            "codes: 0 deleted, 1 no such job, 2 invalid name."
         ),
     )
     parser.add_argument("names", nargs="+", metavar="NAME", help="job name(s)")

@@ -217,11 +217,16 @@ class JobController:
         return plan.requeue_after
 
     def _remember(self, key: str) -> Callable[[Obj | None, tuple[str, ...]], None]:
-        """While the cache still holds a `superseded` version, read `written` (None: GET)."""
+        """While the cache still holds a `superseded` version, read `written` (None: GET).
+
+        Superseded versions accumulate: after two writes while the job watch lags, the cache may
+        still hold the version the first write superseded, and must not be planned from.
+        """
 
         def remember(written: Obj | None, superseded: tuple[str, ...]) -> None:
             with self._lock:
-                self._fresher[key] = (frozenset(superseded), written)
+                stale, _ = self._fresher.get(key, (frozenset(), None))
+                self._fresher[key] = (stale | frozenset(superseded), written)
 
         return remember
 

@@ -4,9 +4,12 @@ The loop (one daemon thread per informer): paginated LIST -> replace the cache (
 update and delete notifications for what changed) -> WATCH from the list's resourceVersion with
 bookmarks, tracking the newest resourceVersion itself (the official client ignores bookmark RVs) ->
 on a server timeout or a dropped stream, WATCH again from that resourceVersion -> on 410 Gone,
-LIST again. Errors back off exponentially (0.5 s doubling to 30 s). The server-side watch timeout
-is jittered (client-go: min * [1, 2)) and every read has a client timeout, so a half-open
-connection can stall the informer for at most `read_timeout` seconds.
+LIST again. Errors back off exponentially (0.5 s doubling to 30 s); a watch the server ends
+normally is no error and is resumed at once. The server-side watch timeout is jittered (client-go:
+min * [1, 2)). A real API server sends nothing at all on an idle watch until that timeout, so the
+client's read timeout on a watch is the server-side timeout plus a margin (`read_margin`): an idle
+watch is never cut by the client, and a half-open connection stalls the informer for at most
+timeout + margin seconds.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ class ListWatch(Protocol):
         ...
 
     def watch(self, resource_version: str, timeout_seconds: int) -> WatchStream:
-        """Changes after `resource_version`, bookmarks included; ends after ~timeout_seconds."""
+        """Changes after `resource_version`, bookmarks included; the server ends it after
+        `timeout_seconds` (the client gives a silent stream up only some time after that)."""
         ...
 
 
@@ -89,11 +93,16 @@ class _RestWatch:
             yield event
 
     def close(self) -> None:
-        shutdown = getattr(self._resp, "shutdown", None)  # urllib3 >= 2.3 interrupts a read
-        with contextlib.suppress(ValueError, OSError):  # already shut down / already closed
-            if shutdown is not None:
+        # urllib3 >= 2.3: shutdown() interrupts a read blocked in another thread. Once the body
+        # was read to its end (a normal watch end) or a read failed, urllib3 has released the
+        # connection already and shutdown() raises RuntimeError: there is nothing to interrupt.
+        shutdown = getattr(self._resp, "shutdown", None)
+        if shutdown is not None:
+            with contextlib.suppress(RuntimeError, ValueError, OSError):
                 shutdown()
-            self._resp.close()  # never hand a half-read connection back to the pool
+        with contextlib.suppress(OSError):
+            self._resp.close()  # never hand a half-read connection back for reuse...
+        self._resp.release_conn()  # ...but give its pool slot back (a no-op once released)
 
 
 class RestListWatch:
@@ -106,14 +115,14 @@ class RestListWatch:
         namespace: str = "",
         label_selector: str = "",
         page_size: int = 500,
-        read_timeout: float = 90.0,
+        read_margin: float = 30.0,
     ) -> None:
         self.client = client
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
         self.page_size = page_size
-        self.read_timeout = read_timeout
+        self.read_margin = read_margin
 
     def list(self) -> tuple[list[Obj], str]:
         items: list[Obj] = []
@@ -139,7 +148,8 @@ class RestListWatch:
             "timeoutSeconds": timeout_seconds,
             "labelSelector": self.label_selector,
         }
-        return _RestWatch(self.client, self.resource.path(self.namespace), query, self.read_timeout)
+        read_timeout = timeout_seconds + self.read_margin  # the server may stay silent that long
+        return _RestWatch(self.client, self.resource.path(self.namespace), query, read_timeout)
 
 
 class Informer:
@@ -153,6 +163,7 @@ class Informer:
         self.min_watch_timeout = min_watch_timeout
         self.backoff_cap = backoff_cap
         self.lists = 0  # how many LISTs (tests and debugging)
+        self.watches = 0  # how many WATCHes opened
         self._store: dict[str, Obj] = {}
         self._indexers: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
@@ -247,6 +258,7 @@ class Informer:
         """Watch until the stream ends; True when the cache must be re-listed (410 Gone)."""
         timeout = int(self.min_watch_timeout * random.uniform(1.0, 2.0))
         stream = self._stream = self.lw.watch(self._rv, max(1, timeout))
+        self.watches += 1
         try:
             for event in stream:
                 if stop.is_set():

@@ -161,7 +161,7 @@ class Manager:
             res,
             self.options.namespace,
             selector,
-            read_timeout=self.options.watch_read_timeout,
+            read_margin=self.options.watch_read_timeout,
         )
 
     def _informer(self, name: str, lw: ListWatch) -> Informer:

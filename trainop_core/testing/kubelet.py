@@ -1,40 +1,55 @@
-"""A kubelet stand-in: moves pods through their lifecycle via the ``status`` subresource.
+"""A kubelet stand-in: moves pods through their lifecycle over the API, on any API server.
 
-Pods are observed in-process (a store listener) and written through
-``Store.mutate(..., subresource="status")``, so every transition is a real MODIFIED event
-for watchers. Automatic behaviour comes from :class:`Rule` s (first match wins); pods that
-match no rule stay Pending until the test drives them with :meth:`Kubelet.run`,
-:meth:`Kubelet.terminate`, :meth:`Kubelet.restart_container` or :meth:`Kubelet.evict`.
+It lists pods once and then watches them (one watch, resumed from the last resourceVersion, a new
+list only after 410 Gone), and writes every transition through the ``pods/status`` subresource,
+so watchers see real MODIFIED events. On a server that serves Nodes (a real kube-apiserver) it
+acts as scheduler and kubelet of one node: it registers a Ready Node (default name
+``trainop-node-<random>``, deleted on stop), binds each new pod to it through ``pods/binding``
+(spec.nodeName, as a scheduler would, whatever the pod's schedulerName), serves container logs
+for ``kubectl logs`` (see :mod:`trainop_core.testing._kubelet_node`) and completes the graceful
+deletion of its pods at once (grace periods are not emulated). On the in-process fake (no Nodes)
+it only writes status; pods then have no nodeName.
 
-Restart policy is honoured when a container exits: ``Always`` (any exit) and ``OnFailure``
-(non-zero exit) restart it in place (``restartCount`` + 1, ``lastState.terminated``, pod stays
-Running); otherwise the container stays terminated and, once all are, the pod becomes
-Succeeded (all exit 0) or Failed. Deleted pods are removed by the server at once
-(grace periods are not emulated).
+Automatic behaviour comes from :class:`Rule` s (first match wins); pods that match no rule stay
+Pending (containers waiting in ContainerCreating) until the test drives them with :meth:`run`,
+:meth:`terminate`, :meth:`restart_container` or :meth:`evict`. Restart policy is honoured when a
+container exits: ``Always`` (any exit) and ``OnFailure`` (non-zero exit) restart it in place
+(``restartCount`` + 1, ``lastState.terminated``, pod stays Running); otherwise the container stays
+terminated and, once all are, the pod becomes Succeeded (all exit 0) or Failed. Every pod gets
+podIP/hostIP 127.0.0.1. Pods bound to another node are left alone.
+
+``Kubelet(api, rules)``: `api` is a :class:`~trainop_core.testing.rest.Rest`, a
+:class:`~trainop_core.testing.controlplane.ControlPlane` (acts as its admin), the fake
+``ApiServer``, or a kubeconfig path. ``namespace`` limits it to one namespace, so several
+kubelets can share a control plane.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import fnmatch
 import heapq
 import itertools
 import logging
+import random
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
-from .apiserver.errors import ApiError
-from .apiserver.events import Event
-from .apiserver.meta import now_iso
-
-if TYPE_CHECKING:
-    from .apiserver.server import ApiServer
+from . import _podstatus as status
+from ._kubelet_node import LogServer, PodLogs, node_object
+from .rest import Closer, Rest, RestError
 
 Pod = dict[str, Any]
 log = logging.getLogger(__name__)
-POD_IP = "127.0.0.1"
+POD_IP = status.POD_IP
+#: The User-Agent of the stand-in's requests (the fake API server neither counts nor faults them).
+USER_AGENT = "trainop-kubelet-standin"
 
 
 @dataclass(frozen=True)
@@ -64,36 +79,64 @@ class Rule:
 
 
 class Kubelet:
-    """Drives pod status for one :class:`ApiServer`; start/stop or use as a context manager."""
+    """Drives pod status through the API; start/stop or use as a context manager."""
 
-    def __init__(self, server: ApiServer, rules: Sequence[Rule] = ()) -> None:
-        self._server = server
-        self._store = server.store
-        self._pods = server.store.resource("pods")
+    def __init__(
+        self,
+        api: Any,
+        rules: Sequence[Rule] = (),
+        *,
+        namespace: str = "",
+        node_name: str = "",
+        watch_timeout: float = 60.0,
+    ) -> None:
+        self.rest = _rest_for(api)
         self.rules = list(rules)
+        self.namespace = namespace
+        self.node_name = node_name or f"trainop-node-{secrets.token_hex(4)}"
+        self.watch_timeout = watch_timeout
+        self.logs = PodLogs()
+        self.has_nodes = False  # resolved by start(): does the server serve Nodes?
+        self.lists = 0  # LISTs and WATCHes of pods made (one list, then watches resumed)
+        self.watches = 0
+        self._fake_logs: Callable[..., None] | None = getattr(api, "append_pod_log", None)
+        self._log_server: LogServer | None = None
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, str, str, str, str]] = []
         self._seq = itertools.count()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
+        self._seen: set[str] = set()  # uids of pods accepted or being finalized
+        self._stop = threading.Event()
+        self._closer: Closer | None = None
+        self._synced = threading.Event()
+        self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------ lifecycle
-    def start(self) -> Kubelet:
-        with self._store.lock:
-            self._store.subscribe(self._on_event)
-            for pod in self._store.list(self._pods, None).items:
-                self._schedule(0.0, "accept", pod)
-        self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
-        self._thread.start()
+    def start(self, timeout: float = 30.0) -> Kubelet:
+        """Register the node (if the server has Nodes), list pods and start watching them."""
+        self._register_node()
+        for target, name in ((self._watch_loop, "kubelet-watch"), (self._act_loop, "kubelet")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        if not self._synced.wait(timeout):
+            self.stop()
+            raise RuntimeError(f"kubelet stand-in could not list pods within {timeout:.0f} s")
         return self
 
     def stop(self) -> None:
-        self._store.unsubscribe(self._on_event)
+        self._stop.set()
         with self._cond:
-            self._stopped = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        closer = self._closer
+        if closer is not None:
+            closer.close()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self._log_server is not None:
+            self._log_server.stop()
+        if self.has_nodes:
+            with contextlib.suppress(RestError):
+                self.rest.delete(f"/api/v1/nodes/{self.node_name}")
 
     def __enter__(self) -> Kubelet:
         return self.start()
@@ -104,36 +147,132 @@ class Kubelet:
     # --------------------------------------------------------- test driving
     def run(self, namespace: str, name: str) -> Pod:
         """Start all containers: phase Running, ready, podIP and startTime set."""
-        pod = self._write(namespace, name, _run)
+        return self._start(namespace, name)
+
+    def _start(self, namespace: str, name: str, uid: str = "") -> Pod:
+        pod = self._write(namespace, name, status.run, uid)
         rule = self._rule(namespace, name)
         if rule and rule.log:
             for container in pod["spec"]["containers"]:
-                self._server.append_pod_log(namespace, name, rule.log, container["name"])
+                self.append_log(namespace, name, rule.log, container["name"])
         return pod
 
     def terminate(
         self, namespace: str, name: str, exit_code: int = 0, container: str | None = None
     ) -> Pod:
         """Running container(s) exit with ``exit_code``; restartPolicy decides what follows."""
-        return self._write(namespace, name, lambda p: _exit(p, container, exit_code))
+        return self._write(
+            namespace, name, lambda p: status.exit_containers(p, container, exit_code)
+        )
 
     def restart_container(
         self, namespace: str, name: str, container: str | None = None, exit_code: int = 1
     ) -> Pod:
         """Restart in place whatever the policy (as after a liveness failure)."""
-        return self._write(namespace, name, lambda p: _exit(p, container, exit_code, force=True))
+        return self._write(
+            namespace, name, lambda p: status.exit_containers(p, container, exit_code, force=True)
+        )
 
     def evict(self, namespace: str, name: str, reason: str = "Evicted", message: str = "") -> Pod:
         """Fail the whole pod regardless of restartPolicy (node pressure, preemption)."""
-        return self._write(namespace, name, lambda p: _evict(p, reason, message))
+        return self._write(namespace, name, lambda p: status.evict(p, reason, message))
+
+    def append_log(self, namespace: str, name: str, text: str, container: str) -> None:
+        """Add `text` to a container's log (served to ``kubectl logs`` / ``pods/log``)."""
+        self.logs.append((namespace, name, container), text)
+        if self._fake_logs is not None:
+            self._fake_logs(namespace, name, text, container)
+
+    # ------------------------------------------------------------ the node
+    def _register_node(self) -> None:
+        try:
+            self.rest.get("/api/v1/nodes", limit=1)
+        except RestError as err:
+            if err.status != 404:
+                raise
+            return  # a server without Nodes (the in-process fake): status writes only
+        self.has_nodes = True
+        self._log_server = LogServer(self.logs)
+        node = node_object(self.node_name, self._log_server.port)
+        try:
+            created = self.rest.create("/api/v1/nodes", node)
+        except RestError as err:
+            if err.status != 409:
+                raise
+            created = self.rest.get(f"/api/v1/nodes/{self.node_name}")
+        created["status"] = node["status"]  # a create may drop status: write it as a kubelet does
+        self.rest.replace(f"/api/v1/nodes/{self.node_name}/status", created)
+
+    # ------------------------------------------------------------ watching
+    def _pods_path(self, name: str = "", sub: str = "", namespace: str = "") -> str:
+        namespace = namespace or self.namespace
+        base = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        return base + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
+
+    def _watch_loop(self) -> None:
+        rv = ""
+        while not self._stop.is_set():
+            try:
+                if not rv:
+                    rv = self._list()
+                rv = self._watch(rv)
+            except RestError as err:
+                if err.status == 410:
+                    rv = ""
+                    continue
+                if not self._stop.is_set():
+                    log.info("kubelet stand-in watch: %s", err)
+                    self._stop.wait(0.5)
+            except Exception:  # keep the stand-in alive whatever a bad event holds
+                log.exception("kubelet stand-in watch failed")
+                self._stop.wait(0.5)
+
+    def _list(self) -> str:
+        answer = self.rest.get(self._pods_path())
+        self.lists += 1
+        for pod in answer.get("items") or []:
+            self._observe(pod)
+        self._synced.set()
+        return str(answer["metadata"]["resourceVersion"])
+
+    def _watch(self, rv: str) -> str:
+        timeout = int(self.watch_timeout * random.uniform(1.0, 1.5))
+        query = {"resourceVersion": rv, "allowWatchBookmarks": True, "timeoutSeconds": timeout}
+        # A real server sends nothing on an idle watch: read for longer than it keeps it open.
+        self._closer, events = self.rest.stream(self._pods_path(), query, timeout + 30.0)
+        self.watches += 1
+        if self._stop.is_set():  # stop() ran while the watch was opening and found no closer
+            self._closer.close()
+        try:
+            for event in events:
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    raise RestError(int(obj.get("code", 0)), str(obj.get("reason", "")))
+                rv = str(obj.get("metadata", {}).get("resourceVersion") or rv)
+                if kind in ("ADDED", "MODIFIED"):
+                    self._observe(obj)
+                elif kind == "DELETED":
+                    self._seen.discard(obj["metadata"]["uid"])
+                    self.logs.finish(obj["metadata"]["namespace"], obj["metadata"]["name"])
+        finally:
+            self._closer.close()
+        return rv
+
+    def _observe(self, pod: Pod) -> None:
+        meta, node = pod["metadata"], pod.get("spec", {}).get("nodeName")
+        if self.has_nodes and node not in (None, "", self.node_name):
+            return  # another node's pod
+        if meta.get("deletionTimestamp"):
+            if self.has_nodes and node == self.node_name:
+                self._schedule(0.0, "finalize", pod)  # graceful deletion waits for the kubelet
+            return
+        if meta["uid"] not in self._seen:
+            self._seen.add(meta["uid"])
+            self._schedule(0.0, "accept", pod)
 
     # ------------------------------------------------------------ automatic
     def _rule(self, namespace: str, name: str) -> Rule | None:
         return next((r for r in self.rules if r.matches(namespace, name)), None)
-
-    def _on_event(self, event: Event) -> None:
-        if event.rkey == ("", "pods") and event.type == "ADDED":
-            self._schedule(0.0, "accept", event.obj)
 
     def _schedule(self, delay: float, action: str, pod: Pod) -> None:
         meta = pod["metadata"]
@@ -143,166 +282,97 @@ class Kubelet:
             heapq.heappush(self._heap, entry)
             self._cond.notify()
 
-    def _loop(self) -> None:
+    def _act_loop(self) -> None:
         while True:
             with self._cond:
-                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
+                while not self._stop.is_set() and (
+                    not self._heap or self._heap[0][0] > time.monotonic()
+                ):
                     timeout = self._heap[0][0] - time.monotonic() if self._heap else None
                     self._cond.wait(timeout)
-                if self._stopped:
+                if self._stop.is_set():
                     return
                 _, _, action, namespace, name, uid = heapq.heappop(self._heap)
             try:
                 self._act(action, namespace, name, uid)
-            except ApiError as err:
-                if err.code not in (404, 409):
+            except RestError as err:
+                if err.status not in (404, 409):
                     log.warning("kubelet %s %s/%s failed: %s", action, namespace, name, err)
 
     def _act(self, action: str, namespace: str, name: str, uid: str) -> None:
-        current = self._store.find(self._pods, namespace, name)
-        if current is None or current["metadata"]["uid"] != uid:
-            return  # deleted, or re-created under the same name: a new pod's schedule
+        if action == "finalize":
+            self._finalize(namespace, name, uid)
+            return
         rule = self._rule(namespace, name)
         if action == "accept":
-            pod = self._write(namespace, name, _accept)
+            pod = self._write(namespace, name, status.accept, uid)
             if rule is not None:
                 self._schedule(rule.start_seconds, "run", pod)
         elif action == "run" and rule is not None:
-            pod = self.run(namespace, name)
+            pod = self._start(namespace, name, uid)
             if rule.run_seconds is not None:
                 self._schedule(rule.run_seconds, "exit", pod)
         elif action == "exit" and rule is not None:
-            attempt = max((s.get("restartCount", 0) for s in _statuses(current)), default=0)
-            pod = self.terminate(namespace, name, rule.code_for(attempt))
+
+            def exit_attempt(p: Pod) -> Pod:
+                return status.exit_containers(p, None, rule.code_for(status.attempt(p)))
+
+            pod = self._write(namespace, name, exit_attempt, uid)
             if pod["status"].get("phase") == "Running" and rule.run_seconds is not None:
                 self._schedule(rule.run_seconds, "exit", pod)
 
-    def _write(self, namespace: str, name: str, change: Callable[[Pod], Pod]) -> Pod:
-        return self._store.mutate(self._pods, namespace, name, change, subresource="status")
+    def _finalize(self, namespace: str, name: str, uid: str) -> None:
+        """What a kubelet does once a pod's containers are gone: delete it for good."""
+        self.logs.finish(namespace, name)
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+        body["preconditions"] = {"uid": uid}
+        self.rest.delete(self._pods_path(name, namespace=namespace), body)
 
+    # ------------------------------------------------------------ writing
+    def _write(self, namespace: str, name: str, change: Callable[[Pod], Pod], uid: str = "") -> Pod:
+        """Read the pod, bind it to the node if it is not yet, write `change(pod)` through
+        ``pods/status``; again on a conflict. A different `uid` (the pod was re-created under the
+        same name) raises a 404 RestError: that pod has its own schedule."""
+        path = self._pods_path(name, namespace=namespace)
+        for _ in range(20):
+            pod = self.rest.get(path)
+            if uid and pod["metadata"]["uid"] != uid:
+                raise RestError(404, "NotFound", f"pod {namespace}/{name} was re-created")
+            if self.has_nodes and not pod["spec"].get("nodeName"):
+                pod = self._bind(pod)
+            try:
+                written = self.rest.replace(f"{path}/status", change(copy.deepcopy(pod)))
+            except RestError as err:
+                if err.status == 409:
+                    continue
+                raise
+            if status.is_terminal(written):
+                self.logs.finish(namespace, name)
+            return written
+        raise RestError(409, "Conflict", f"pod {namespace}/{name} kept changing under the kubelet")
 
-# ------------------------------------------------------- pure status changes
-def _statuses(pod: Pod) -> list[dict[str, Any]]:
-    return list(pod.get("status", {}).get("containerStatuses") or [])
-
-
-def _condition(kind: str, ok: bool, reason: str = "") -> dict[str, Any]:
-    cond = {
-        "type": kind,
-        "status": "True" if ok else "False",
-        "lastProbeTime": None,
-        "lastTransitionTime": now_iso(),
-    }
-    if reason:
-        cond["reason"] = reason
-    return cond
-
-
-def _set_conditions(pod: Pod, ready: bool, reason: str = "") -> None:
-    scheduled = pod["status"].get("phase") is not None
-    pod["status"]["conditions"] = [
-        _condition("PodScheduled", scheduled),
-        _condition("Initialized", True),
-        _condition("ContainersReady", ready, "" if ready else reason or "ContainersNotReady"),
-        _condition("Ready", ready, "" if ready else reason or "ContainersNotReady"),
-    ]
-
-
-def _accept(pod: Pod) -> Pod:
-    status = pod.setdefault("status", {})
-    if status.get("containerStatuses"):
-        return pod
-    status.update(phase="Pending", hostIP=POD_IP)
-    status["containerStatuses"] = [
-        {
-            "name": c["name"],
-            "image": c.get("image", ""),
-            "imageID": "",
-            "ready": False,
-            "started": False,
-            "restartCount": 0,
-            "lastState": {},
-            "state": {"waiting": {"reason": "ContainerCreating"}},
+    def _bind(self, pod: Pod) -> Pod:
+        meta = pod["metadata"]
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta["name"], "uid": meta["uid"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name},
         }
-        for c in pod["spec"]["containers"]
-    ]
-    _set_conditions(pod, False)
-    return pod
+        path = self._pods_path(meta["name"], namespace=meta["namespace"])
+        with contextlib.suppress(RestError):  # 409: bound meanwhile (by us, or someone else)
+            self.rest.create(f"{path}/binding", binding)
+        return self.rest.get(path)
 
 
-def _container_id(pod: Pod, status: dict[str, Any]) -> str:
-    return f"fake://{pod['metadata']['uid']}/{status['name']}/{status.get('restartCount', 0)}"
-
-
-def _run(pod: Pod) -> Pod:
-    pod = _accept(pod)
-    status, now = pod["status"], now_iso()
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return pod
-    status.update(phase="Running", podIP=POD_IP, podIPs=[{"ip": POD_IP}])
-    status.setdefault("startTime", now)
-    for cs in status["containerStatuses"]:
-        if "running" not in cs["state"]:
-            cs.update(state={"running": {"startedAt": now}}, ready=True, started=True)
-            cs["containerID"] = _container_id(pod, cs)
-    _set_conditions(pod, True)
-    return pod
-
-
-def _exit(pod: Pod, container: str | None, code: int, force: bool = False) -> Pod:
-    policy = pod["spec"].get("restartPolicy", "Always")
-    restart = force or policy == "Always" or (policy == "OnFailure" and code != 0)
-    now = now_iso()
-    for cs in _statuses(pod):
-        if (container and cs["name"] != container) or "running" not in cs["state"]:
-            continue
-        terminated = {
-            "exitCode": code,
-            "reason": "Completed" if code == 0 else "Error",
-            "startedAt": cs["state"]["running"]["startedAt"],
-            "finishedAt": now,
-            "containerID": cs.get("containerID", ""),
-        }
-        if restart:
-            cs["lastState"] = {"terminated": terminated}
-            cs["restartCount"] = cs.get("restartCount", 0) + 1
-            cs.update(state={"running": {"startedAt": now}}, ready=True, started=True)
-            cs["containerID"] = _container_id(pod, cs)
-        else:
-            cs.update(state={"terminated": terminated}, ready=False, started=False)
-    _settle_phase(pod)
-    return pod
-
-
-def _settle_phase(pod: Pod) -> None:
-    statuses = _statuses(pod)
-    ended = [cs["state"]["terminated"] for cs in statuses if "terminated" in cs["state"]]
-    if statuses and len(ended) == len(statuses):
-        ok = all(t["exitCode"] == 0 for t in ended)
-        pod["status"]["phase"] = "Succeeded" if ok else "Failed"
-        _set_conditions(pod, False, "PodCompleted")
-    elif ended:
-        _set_conditions(pod, False)
-
-
-def _evict(pod: Pod, reason: str, message: str) -> Pod:
-    pod = _accept(pod)
-    now = now_iso()
-    for cs in _statuses(pod):
-        if "terminated" not in cs["state"]:
-            started = cs["state"].get("running", {}).get("startedAt", now)
-            cs.update(
-                ready=False,
-                started=False,
-                state={
-                    "terminated": {
-                        "exitCode": 137,
-                        "reason": "Error",
-                        "startedAt": started,
-                        "finishedAt": now,
-                    }
-                },
-            )
-    pod["status"].update(phase="Failed", reason=reason, message=message)
-    _set_conditions(pod, False, "PodFailed")
-    return pod
+def _rest_for(api: Any) -> Rest:
+    if isinstance(api, Rest):
+        return Rest(api.url, api.token, api.ca_file, api.client_cert, api.insecure, USER_AGENT)
+    if isinstance(api, str | Path):
+        return Rest.from_kubeconfig(api, user_agent=USER_AGENT)
+    if hasattr(api, "rest_for") and hasattr(api, "admin_token"):  # ControlPlane
+        rest: Rest = api.rest_for(api.admin_token, user_agent=USER_AGENT)
+        return rest
+    if hasattr(api, "url"):  # the in-process fake ApiServer
+        return Rest(api.url, getattr(api, "token", ""), user_agent=USER_AGENT)
+    raise TypeError(f"Kubelet needs a Rest, a ControlPlane, an ApiServer or a kubeconfig: {api!r}")

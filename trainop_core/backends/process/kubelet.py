@@ -1,15 +1,16 @@
-"""The kubelet-like part of the local backend: one pod's containers as processes.
+"""The kubelet-like part of the local and Ray backends: one pod's containers as processes.
 
 It only runs what the supervisor (the operator-like part) tells it to, and restarts a container
 in place the way a kubelet does for pod restartPolicy OnFailure/Always (same pod, restart count
 +1, growing back-off). Every process gets a session (and process group) of its own so that it and
-everything it spawned can be signalled together, and dies with the supervisor (PR_SET_PDEATHSIG).
+everything it spawned can be signalled together, dies with the supervisor (PR_SET_PDEATHSIG), and
+carries its job's and pod's markers (`procs`), so that whatever it left behind when it ends, even
+in another session, is killed like a container runtime kills a container's leftovers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import shutil
@@ -18,25 +19,38 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from trainop_core.backends.local.procs import (
+    JOB_MARKER,
+    POD_MARKER,
+    die_with_parent,
+    kill_marked,
+    kill_session,
+    session_of,
+    started_at,
+)
+from trainop_core.backends.local.state import open_private
 from trainop_core.backends.process.podspec import LaunchSpec, Step
 from trainop_core.planner.types import ObservedPod
 
-_PR_SET_PDEATHSIG = 1
-_LIBC: Any = None
-with contextlib.suppress(OSError):
-    _LIBC = ctypes.CDLL(None, use_errno=True)
+__all__ = [
+    "LocalPod",
+    "kill_session",
+    "session_of",
+    "spawn_from_threads",
+    "started_at",
+    "stop_pods",
+]
 
 MAX_BACKOFF_SECONDS = 10.0
 
 
 def _die_with_parent(parent: int) -> None:
     """Runs in the child between fork and exec: SIGKILL us when the supervisor dies."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent(signal.SIGKILL)
     if os.getppid() != parent:  # the supervisor died before prctl took effect
         os._exit(137)
 
@@ -51,7 +65,7 @@ def restart_delay(restarts: int) -> float:
     return float(min(MAX_BACKOFF_SECONDS, 0.2 * 2 ** max(0, restarts - 1)))
 
 
-Spawner = Callable[[Step, IO[bytes]], "subprocess.Popen[bytes]"]
+Spawner = Callable[[Step, IO[bytes], Mapping[str, str]], "subprocess.Popen[bytes]"]
 
 
 class LocalPod:
@@ -65,10 +79,12 @@ class LocalPod:
         spec: LaunchSpec | None,
         replica_type: str,
         log_path: Path,
+        job_marker: str = "",
         spawn: Spawner | None = None,
     ) -> None:
         self.spec = spec
         self._spawn = spawn or _spawn
+        self.job_marker = job_marker  # the job directory: JOB_MARKER in every process's env
         self.name = spec.pod_name if spec else ""
         self.replica_type = replica_type  # canonical, e.g. "Worker"
         self.index = spec.index if spec else 0
@@ -125,10 +141,10 @@ class LocalPod:
         if len(steps) > 1:  # with init containers, say which container the lines come from
             self._mark(f"{'init container' if in_init else 'container'} {step.container}")
         self.phase = "Pending" if in_init else "Running"
-        with self.log_path.open("ab") as log:
+        with open_private(self.log_path, "ab") as log:
             try:
-                self._proc = self._spawn(step, log)
-            except OSError as exc:
+                self._proc = self._spawn(step, log, self._markers())
+            except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
                 log.write(f"trainop: cannot start {step.argv[0]!r}: {exc}\n".encode())
                 self._proc, self.pid = None, None  # nothing of ours runs under the old pid
                 self._on_exit(127 if isinstance(exc, FileNotFoundError) else 126, time.monotonic())
@@ -163,8 +179,14 @@ class LocalPod:
         self.message = f"exit code {code}"
 
     def _mark(self, what: str) -> None:
-        with self.log_path.open("a") as log:
-            log.write(f"--- trainop: {what} ---\n")
+        with open_private(self.log_path, "ab") as log:
+            log.write(f"--- trainop: {what} ---\n".encode())
+
+    def _markers(self) -> dict[str, str]:
+        markers = {POD_MARKER: self.uid}
+        if self.job_marker:
+            markers[JOB_MARKER] = self.job_marker
+        return markers
 
     # --- stopping -------------------------------------------------------------------------------
     def signal(self, sig: int) -> None:
@@ -174,10 +196,13 @@ class LocalPod:
                 os.killpg(self.pid, sig)
 
     def _kill_leftovers(self) -> None:
-        # A container ends when its main process does; like a runtime, kill what it left behind.
+        # A container ends when its main process does; like a runtime, kill what it left behind:
+        # its process group, its session, and whatever carries its marker elsewhere.
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
+            kill_session(self.pid, self._started)
+            kill_marked(POD_MARKER, self.uid, since=self._started)
 
     def reap(self) -> None:
         """After stop: wait for the killed process and forget it (no zombie)."""
@@ -217,9 +242,11 @@ class LocalPod:
         }
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], log_path: Path) -> LocalPod:
-        """A pod a previous supervisor ran. Unfinished ones are lost (see `lose`)."""
-        pod = cls(None, record["replicaType"], log_path)
+    def from_record(cls, record: Any, log_path: Path, job_marker: str = "") -> LocalPod:
+        """A pod a previous supervisor ran. Unfinished ones are lost (see `lose`). ValueError if
+        the record is damaged (pods.json written by someone else, or garbled)."""
+        _check_record(record)
+        pod = cls(None, record["replicaType"], log_path, job_marker)
         pod.name, pod.index, pod.uid = record["name"], record["index"], record["uid"]
         pod.pid, pod.phase, pod.exit_code = record["pid"], record["phase"], record["exitCode"]
         pod.restart_count, pod.reason = record["restartCount"], record["reason"]
@@ -233,16 +260,44 @@ class LocalPod:
             return
         if self.pid is not None:
             kill_session(self.pid, self._started)
+        kill_marked(POD_MARKER, self.uid, since=self._started)
         self.phase, self.exit_code = "Failed", None
         self.reason, self.message = "SupervisorLost", "the local supervisor died while it ran"
 
 
-def _spawn(step: Step, log: IO[bytes]) -> subprocess.Popen[bytes]:
+_RECORD_TYPES: Mapping[str, tuple[type, ...]] = {
+    "name": (str,),
+    "replicaType": (str,),
+    "index": (int,),
+    "uid": (str,),
+    "pid": (int, type(None)),
+    "started": (int, type(None)),
+    "phase": (str,),
+    "exitCode": (int, type(None)),
+    "restartCount": (int,),
+    "reason": (str,),
+    "message": (str,),
+}
+_PHASES = ("Pending", "Running", "Succeeded", "Failed")
+
+
+def _check_record(record: Any) -> None:
+    if not isinstance(record, Mapping):
+        raise ValueError("a pod record is not a mapping")
+    for key, types in _RECORD_TYPES.items():
+        value = record.get(key)
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise ValueError(f"pod record field {key!r} is {value!r:.40}")
+    if record["phase"] not in _PHASES or record["index"] < 0 or (record["pid"] or 1) < 1:
+        raise ValueError(f"pod record {record['name']!r:.40} is inconsistent")
+
+
+def _spawn(step: Step, log: IO[bytes], markers: Mapping[str, str]) -> subprocess.Popen[bytes]:
     parent = os.getpid()
     return subprocess.Popen(
         list(step.argv),
         cwd=step.cwd,
-        env=dict(step.env),
+        env={**step.env, **markers},
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -280,7 +335,9 @@ def _resolve(step: Step) -> str:
     return os.path.abspath(path)
 
 
-def spawn_from_threads(step: Step, log: IO[bytes]) -> subprocess.Popen[bytes]:
+def spawn_from_threads(
+    step: Step, log: IO[bytes], markers: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
     """Like the default spawner, for a multi-threaded parent (no Python code after fork): the
     child execs a minimal interpreter that arms PR_SET_PDEATHSIG and then execs the command."""
     program = _resolve(step)
@@ -288,51 +345,12 @@ def spawn_from_threads(step: Step, log: IO[bytes]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [*boot, program, *step.argv],
         cwd=step.cwd,
-        env=dict(step.env),
+        env={**step.env, **markers},
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-
-
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name, None if the process is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()
-
-
-def session_of(pid: int) -> int | None:
-    """The session id of a live process, None if it is gone."""
-    fields = _stat(pid)
-    return int(fields[3]) if fields else None  # after ")": state ppid pgrp session ...
-
-
-def started_at(pid: int) -> int | None:
-    """The process's start time (clock ticks since boot): with the pid, it names one process."""
-    fields = _stat(pid)
-    return int(fields[19]) if fields else None
-
-
-def kill_session(sid: int, leader_started: int | None = None) -> int:
-    """SIGKILL every process of session `sid`: each replica runs in a session of its own.
-
-    A session id cannot be reused while any member lives; once all are gone, a new session
-    leader may get that number: if a leader with this pid exists but started at another time
-    than `leader_started`, the session is someone else's and is left alone."""
-    now_started = started_at(sid)
-    if leader_started is not None and now_started is not None and now_started != leader_started:
-        return 0
-    killed = 0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and session_of(int(entry.name)) == sid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
-    return killed
 
 
 def stop_pods(pods: Iterable[LocalPod]) -> None:

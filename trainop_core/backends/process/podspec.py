@@ -21,6 +21,9 @@ from trainop_core.errors import Problem
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 DEFAULT_GRACE_SECONDS = 5.0  # shorter than Kubernetes' 30 s: a local Ctrl-C should feel prompt
+# A client gives a supervisor 60 s to stop (backend.STOP_TIMEOUT_SECONDS): a longer grace (an int64
+# allows 292 billion years) would only end in a SIGKILL of the supervisor instead of the replicas.
+MAX_GRACE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -158,8 +161,12 @@ def launch_spec(
         restart_policy=spec.get("restartPolicy") or "Always",
         init=tuple(_step(c, inherited, workdir, fields) for c in spec.get("initContainers") or []),
         main=_step(default_container(spec["containers"], default_name), inherited, workdir, fields),
-        grace_seconds=DEFAULT_GRACE_SECONDS if grace is None else float(grace),
+        grace_seconds=DEFAULT_GRACE_SECONDS if grace is None else _grace(grace),
     )
+
+
+def _grace(seconds: Any) -> float:
+    return max(0.0, min(float(seconds), MAX_GRACE_SECONDS))
 
 
 # --- create-time checks ---------------------------------------------------------------------------

@@ -66,6 +66,7 @@ class Faults:
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
         self._watches: dict[Watcher, str] = {}
+        self._infrastructure: set[Watcher] = set()  # the kubelet stand-in's: never cut or counted
         self.stats = Stats()
 
     def add(self, rule: FaultRule) -> FaultRule:
@@ -144,20 +145,28 @@ class Faults:
                         self._rules.remove(rule)
             return hit
 
-    def watch_opened(self, watcher: Watcher, resource: str) -> None:
+    def watch_opened(self, watcher: Watcher, resource: str, infrastructure: bool = False) -> None:
         with self._lock:
+            if infrastructure:
+                self._infrastructure.add(watcher)
+                return
             self._watches[watcher] = resource
             self.stats.open_watches += 1
             self.stats.total_watches += 1
 
-    def watch_closed(self, watcher: Watcher, events_sent: int) -> None:
+    def watch_closed(
+        self, watcher: Watcher, events_sent: int, infrastructure: bool = False
+    ) -> None:
         with self._lock:
+            if infrastructure:
+                self._infrastructure.discard(watcher)
+                return
             self._watches.pop(watcher, None)
             self.stats.open_watches -= 1
             self.stats.watch_events_sent += events_sent
 
     def stop_all_watches(self) -> None:
         with self._lock:
-            watchers = list(self._watches)
+            watchers = [*self._watches, *self._infrastructure]
         for watcher in watchers:
             watcher.stop()

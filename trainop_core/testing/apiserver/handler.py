@@ -24,6 +24,8 @@ from .scale import read_scale, write_scale
 from .selectors import FieldSelector, LabelSelector
 from .tables import as_table, wants_table
 
+STANDIN_USER_AGENT = "trainop-kubelet-standin"  # trainop_core.testing.kubelet.USER_AGENT
+
 if TYPE_CHECKING:
     from .server import ApiServer
 
@@ -46,6 +48,12 @@ class ApiHandler(BaseHTTPRequestHandler):
     @property
     def ctx(self) -> ApiServer:
         return self.server.ctx  # type: ignore[attr-defined, no-any-return]  # set by ApiServer
+
+    @property
+    def infrastructure(self) -> bool:
+        """A request of the kubelet stand-in: served, but never faulted or counted (it is not
+        the code under test, and must not consume a fault meant for the operator)."""
+        return self.headers.get("User-Agent", "").startswith(STANDIN_USER_AGENT)
 
     def setup(self) -> None:
         super().setup()
@@ -163,7 +171,12 @@ class ApiHandler(BaseHTTPRequestHandler):
             )
         namespace = target.namespace or ""
         cut_after = None
-        for rule in self.ctx.faults.take(verb, target.label, namespace, target.name):
+        rules = (
+            []
+            if self.infrastructure
+            else self.ctx.faults.take(verb, target.label, namespace, target.name)
+        )
+        for rule in rules:
             if rule.delay:
                 time.sleep(rule.delay)
             if rule.code is not None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import socket
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from .codec import Codec
 from .faults import Faults, Stats
@@ -138,17 +141,28 @@ class ApiServer:
         return self.faults.stats
 
     def write_kubeconfig(self, path: str | Path, context: str = "trainop-fake") -> Path:
-        """Write a kubeconfig (insecure HTTP cluster, token user) pointing at this server."""
+        """Write a kubeconfig (insecure HTTP cluster, token user) pointing at this server.
+
+        Private (0600, like kubectl's): it holds the bearer token. Values are YAML data."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            "apiVersion: v1\nkind: Config\n"
-            f"clusters:\n- name: {context}\n  cluster:\n    server: {self.url}\n"
-            f"contexts:\n- name: {context}\n  context:\n    cluster: {context}\n"
-            f"    user: {context}\n    namespace: default\n"
-            f"current-context: {context}\n"
-            f"users:\n- name: {context}\n  user:\n    token: {self.token}\n"
-        )
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "contexts": [
+                {
+                    "name": context,
+                    "context": {"cluster": context, "user": context, "namespace": "default"},
+                }
+            ],
+            "current-context": context,
+            "users": [{"name": context, "user": {"token": self.token}}],
+        }
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            os.fchmod(handle.fileno(), 0o600)  # an existing file keeps its mode otherwise
+            yaml.safe_dump(config, handle, sort_keys=False)
         return path
 
     def api_client(self, **configuration: Any) -> ApiClient:

@@ -98,7 +98,7 @@ def serve_watch(
         _end_chunked(handler)
         return
     _begin_chunked(handler, "application/json")
-    ctx.faults.watch_opened(watcher, target.label)
+    ctx.faults.watch_opened(watcher, target.label, handler.infrastructure)
     sent = 0
     try:
         encode = _encoder(handler, rt, wants_table(handler.headers.get("Accept", "")))
@@ -107,7 +107,7 @@ def serve_watch(
         handler.close_connection = True
     finally:
         ctx.store.unsubscribe(watcher.offer)
-        ctx.faults.watch_closed(watcher, sent)
+        ctx.faults.watch_closed(watcher, sent, handler.infrastructure)
 
 
 def _encoder(handler: ApiHandler, rt: ResourceType, table: bool) -> Encoder:

@@ -1,0 +1,161 @@
+"""The real control plane for every Kubernetes-facing suite: fixtures and helpers.
+
+One kube-apiserver + etcd + kube-controller-manager (garbage collector and namespace controllers)
+per test session, with the project's CRDs installed; each test gets a fresh namespace, deleted
+afterwards. Registered for every suite by ``tests/conftest.py``. Fixtures:
+
+* ``control_plane`` (session): the started :class:`ControlPlane`, CRDs of the built-in kinds
+  installed. Missing binaries FAIL the test with the command that builds them.
+* ``k8s_namespace``: a fresh namespace's name (``<test name>-<random>``).
+* ``k8s_kubelet``: a :class:`Kubelet` on that namespace only, no rules (pods stay Pending until
+  driven); give it rules with ``k8s_kubelet.rules[:] = [Rule(...)]``.
+* ``k8s``: a :class:`K8s` bundling the above, with ``operator(...)`` to run the in-process operator
+  on the namespace (as admin, or as whoever a token authenticates).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainop_core.crds import all_crds
+from trainop_core.kinds.table import KindRegistry, build_registry
+from trainop_core.testing.controlplane import ControlPlane, ControlPlaneError
+from trainop_core.testing.kubelet import Kubelet
+from trainop_core.testing.rest import Rest, RestError
+
+
+def fast_operator_options(namespace: str, **overrides: Any) -> Any:
+    """Operator options for tests: no ports, no client rate limit, this namespace only."""
+    from trainop_core.operator.options import Options
+
+    base: dict[str, Any] = dict(
+        namespace=namespace,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        kube_api_qps=-1,
+        cache_sync_timeout=30,
+    )
+    base.update(overrides)
+    return Options(**base)
+
+
+@dataclass
+class K8s:
+    """One test's share of the session's control plane."""
+
+    control_plane: ControlPlane
+    namespace: str
+    registry: KindRegistry
+    kubelet: Kubelet
+
+    @property
+    def rest(self) -> Rest:
+        """Raw JSON client as the admin."""
+        return self.control_plane.rest
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin's kubeconfig (for kubectl and subprocesses)."""
+        return self.control_plane.kubeconfig
+
+    def api_client(self, token: str | None = None) -> Any:
+        """A ``kubernetes.client.ApiClient`` (admin unless `token`)."""
+        return self.control_plane.api_client(token)
+
+    @contextmanager
+    def operator(self, token: str | None = None, **options: Any) -> Iterator[Any]:
+        """The in-process operator (a Manager on a thread) watching this namespace, for the
+        length of a ``with`` block; `options` override :func:`fast_operator_options`."""
+        from clusters import running_operator
+
+        opts = fast_operator_options(self.namespace, **options)
+        client = self.api_client(token)
+        try:
+            with running_operator(client, self.registry, opts) as manager:
+                yield manager
+        finally:
+            client.close()
+
+    def job_path(self, plural: str, name: str = "") -> str:
+        from trainop_core.api.job import GROUP, VERSION
+
+        base = f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/{plural}"
+        return f"{base}/{name}" if name else base
+
+
+def start_control_plane(registry: KindRegistry, **kwargs: Any) -> ControlPlane:
+    """A started control plane with `registry`'s CRDs; a missing binary fails the test."""
+    try:
+        return ControlPlane(crds=all_crds(registry.kinds), **kwargs).start()
+    except ControlPlaneError as exc:
+        failure = str(exc)
+    pytest.fail(f"the real Kubernetes control plane did not start:\n{failure}", pytrace=False)
+
+
+def namespace_name(test_name: str) -> str:
+    """A valid, unique namespace name that still says which test made it."""
+    base = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:50].strip("-")
+    return f"{base or 't'}-{secrets.token_hex(3)}"
+
+
+def delete_namespace(cp: ControlPlane, namespace: str) -> None:
+    """Delete `namespace` without waiting; its pods first, for good (no kubelet may be left to
+    finish their graceful deletion), so the namespace controller can remove it."""
+    force = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    try:
+        cp.rest.delete(f"/api/v1/namespaces/{namespace}/pods", force)
+        cp.rest.delete(f"/api/v1/namespaces/{namespace}")
+    except RestError as err:
+        if err.status != 404:
+            raise
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    cp = start_control_plane(build_registry(entry_points=False))
+    yield cp
+    cp.stop()
+
+
+@pytest.fixture
+def k8s_namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = namespace_name(request.node.name)
+    control_plane.ensure_namespace(name)
+    yield name
+    delete_namespace(control_plane, name)
+
+
+@pytest.fixture
+def k8s_kubelet(control_plane: ControlPlane, k8s_namespace: str) -> Iterator[Kubelet]:
+    with Kubelet(control_plane, namespace=k8s_namespace) as kubelet:
+        yield kubelet
+
+
+@pytest.fixture
+def k8s(
+    control_plane: ControlPlane, k8s_namespace: str, k8s_kubelet: Kubelet, registry: KindRegistry
+) -> K8s:
+    return K8s(control_plane, k8s_namespace, registry, k8s_kubelet)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        help="run the soak variants against the real control plane (an idle operator 10.5 min)",
+    )
+
+
+@pytest.fixture
+def idle_seconds(request: pytest.FixtureRequest) -> float:
+    """How long an idle-operator test waits: 12 s, or with --soak 630 s (10.5 min: every
+    default 300-600 s watch ends at least once)."""
+    return 630.0 if request.config.getoption("--soak") else 12.0

@@ -1,0 +1,165 @@
+"""The kubelet stand-in against a real kube-apiserver: node, binding, status, logs, deletion.
+
+(tests/testing/test_kubelet.py runs its rules against the in-process fake.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from trainop_core.testing.builders import make_pod, wait_for
+from trainop_core.testing.controlplane import ControlPlane
+from trainop_core.testing.kubelet import Kubelet, Rule
+from trainop_core.testing.rest import Rest, RestError
+
+Pod = dict[str, Any]
+
+
+class Pods:
+    """The test namespace's pods, as the admin sees them."""
+
+    def __init__(self, rest: Rest, namespace: str) -> None:
+        self.rest, self.path = rest, f"/api/v1/namespaces/{namespace}/pods"
+
+    def create(self, pod: Pod) -> Pod:
+        return self.rest.create(self.path, pod)
+
+    def get(self, name: str) -> Pod:
+        return self.rest.get(f"{self.path}/{name}")
+
+    def phase(self, name: str) -> str:
+        return str(self.get(name).get("status", {}).get("phase"))
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.get(name)
+        except RestError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+
+@pytest.fixture
+def pods(control_plane: ControlPlane, k8s_namespace: str) -> Pods:
+    return Pods(control_plane.rest, k8s_namespace)
+
+
+def kubectl(cp: ControlPlane, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, KUBECONFIG=str(cp.kubeconfig))
+    return subprocess.run(
+        ["kubectl", *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_rules_bind_run_and_finish_pods_with_one_list(
+    control_plane: ControlPlane, k8s_kubelet: Kubelet, pods: Pods
+) -> None:
+    k8s_kubelet.rules[:] = [
+        Rule("ok-*", run_seconds=0.1, exit_code=0),
+        Rule("bad-*", run_seconds=0.1, exit_code=3),
+    ]
+    for name in ("ok-0", "bad-0", "idle"):
+        pods.create(make_pod(name))
+    wait_for(lambda: pods.phase("ok-0") == "Succeeded", timeout=30)
+    wait_for(lambda: pods.phase("bad-0") == "Failed", timeout=30)
+    ok = pods.get("ok-0")
+    assert ok["spec"]["nodeName"] == k8s_kubelet.node_name
+    assert ok["status"]["podIP"] == "127.0.0.1" and ok["status"]["startTime"]
+    ended = ok["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (ended["exitCode"], ended["reason"]) == (0, "Completed")
+    bad = pods.get("bad-0")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (bad["exitCode"], bad["reason"]) == (3, "Error")
+    wait_for(lambda: pods.get("idle").get("status", {}).get("containerStatuses"), timeout=30)
+    idle = pods.get("idle")
+    assert idle["status"]["phase"] == "Pending"
+    assert idle["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == (
+        "ContainerCreating"
+    )
+    node = control_plane.rest.get(f"/api/v1/nodes/{k8s_kubelet.node_name}")
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+    assert ready["Ready"] == "True"
+    assert k8s_kubelet.lists == 1
+
+
+def test_on_failure_restarts_in_place_until_an_attempt_succeeds(
+    k8s_kubelet: Kubelet, pods: Pods
+) -> None:
+    k8s_kubelet.rules[:] = [Rule("*", run_seconds=0.1, exit_code=[1, 1, 0])]
+    pods.create(make_pod("p", restart_policy="OnFailure"))
+    wait_for(lambda: pods.phase("p") == "Succeeded", timeout=30)
+    status = pods.get("p")["status"]["containerStatuses"][0]
+    assert status["restartCount"] == 2
+    assert status["lastState"]["terminated"]["exitCode"] == 1
+
+
+def test_manual_transitions_are_accepted_by_a_real_server(
+    k8s_kubelet: Kubelet, pods: Pods, k8s_namespace: str
+) -> None:
+    pods.create(make_pod("p", containers=("a", "b"), restart_policy="Never"))
+    wait_for(lambda: pods.get("p").get("status", {}).get("containerStatuses"), timeout=30)
+    assert k8s_kubelet.run(k8s_namespace, "p")["status"]["phase"] == "Running"
+    k8s_kubelet.restart_container(k8s_namespace, "p", container="a")
+    assert pods.get("p")["status"]["containerStatuses"][0]["restartCount"] == 1
+    k8s_kubelet.terminate(k8s_namespace, "p", exit_code=0, container="a")
+    assert pods.phase("p") == "Running"
+    evicted = k8s_kubelet.evict(k8s_namespace, "p", message="node pressure")
+    assert (evicted["status"]["phase"], evicted["status"]["reason"]) == ("Failed", "Evicted")
+
+
+def test_kubectl_logs_reads_the_stand_ins_log_endpoint(
+    control_plane: ControlPlane, k8s_kubelet: Kubelet, pods: Pods, k8s_namespace: str
+) -> None:
+    k8s_kubelet.rules[:] = [Rule("*", run_seconds=None, log="one\ntwo\nthree\n")]
+    pods.create(make_pod("p"))
+    wait_for(lambda: pods.phase("p") == "Running", timeout=30)
+    logs = kubectl(control_plane, "logs", "-n", k8s_namespace, "p")
+    assert (logs.returncode, logs.stdout) == (0, "one\ntwo\nthree\n"), logs.stderr
+    tail = kubectl(control_plane, "logs", "-n", k8s_namespace, "p", "--tail=1")
+    assert tail.stdout == "three\n"
+
+    def produce() -> None:
+        time.sleep(1)
+        k8s_kubelet.append_log(k8s_namespace, "p", "four\n", "main")
+        k8s_kubelet.terminate(k8s_namespace, "p", exit_code=0)
+
+    threading.Thread(target=produce).start()
+    followed = kubectl(control_plane, "logs", "-n", k8s_namespace, "p", "-f")
+    assert followed.stdout == "one\ntwo\nthree\nfour\n", followed.stderr
+
+
+def test_a_graceful_delete_completes_at_once(
+    control_plane: ControlPlane, k8s_kubelet: Kubelet, pods: Pods, k8s_namespace: str
+) -> None:
+    """A bound pod's deletion waits for its kubelet: the stand-in completes it."""
+    k8s_kubelet.rules[:] = [Rule("*", run_seconds=None)]
+    pods.create(make_pod("p"))
+    wait_for(lambda: pods.phase("p") == "Running", timeout=30)
+    started = time.monotonic()
+    deleted = kubectl(control_plane, "delete", "pod", "-n", k8s_namespace, "p", "--wait")
+    assert deleted.returncode == 0, deleted.stderr
+    assert not pods.exists("p")
+    assert time.monotonic() - started < 20  # the default grace period is 30 s
+
+
+def test_pods_of_another_node_are_left_alone(
+    control_plane: ControlPlane, pods: Pods, k8s_namespace: str
+) -> None:
+    with Kubelet(control_plane, [Rule("*")], namespace=k8s_namespace) as mine:
+        other = make_pod("elsewhere")
+        other["spec"]["nodeName"] = "some-other-node"
+        pods.create(other)
+        pods.create(make_pod("here"))
+        wait_for(lambda: pods.phase("here") == "Succeeded", timeout=30)
+        assert pods.get("elsewhere").get("status", {}).get("phase") == "Pending"
+        assert not pods.get("elsewhere")["status"].get("containerStatuses")
+        node = mine.node_name
+    with pytest.raises(RestError) as gone:
+        control_plane.rest.get(f"/api/v1/nodes/{node}")
+    assert gone.value.status == 404

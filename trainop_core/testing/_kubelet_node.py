@@ -1,0 +1,221 @@
+"""What the kubelet stand-in shows the API server of itself: a Node and the logs endpoint.
+
+A real API server answers ``pods/log`` by calling the kubelet of the pod's node over HTTPS, at
+the node's InternalIP and ``status.daemonEndpoints.kubeletEndpoint.Port``. The stand-in serves
+``/containerLogs/{namespace}/{pod}/{container}`` (``tailLines``, ``limitBytes``, ``follow``) from
+the text tests give it, with a throw-away self-signed certificate (kube-apiserver does not check a
+kubelet's certificate unless ``--kubelet-certificate-authority`` is set).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ._podstatus import POD_IP
+
+LogKey = tuple[str, str, str]  # namespace, pod, container
+
+
+def node_object(name: str, port: int) -> dict[str, Any]:
+    """A Ready Node at 127.0.0.1 whose kubelet listens on `port`, with room for many pods."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    capacity = {"cpu": "64", "memory": "256Gi", "pods": "10000", "ephemeral-storage": "1Ti"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "trainop"}},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "addresses": [
+                {"type": "InternalIP", "address": POD_IP},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "trainop kubelet stand-in",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "trainop-standin",
+                "kubeProxyVersion": "",
+                "containerRuntimeVersion": "trainop://0",
+                "bootID": "",
+                "machineID": "",
+                "systemUUID": "",
+                "kernelVersion": "",
+                "osImage": "trainop kubelet stand-in",
+            },
+        },
+    }
+
+
+class PodLogs:
+    """Container logs by (namespace, pod, container); thread-safe; `finished` ends follows."""
+
+    def __init__(self) -> None:
+        self._text: dict[LogKey, str] = {}
+        self._finished: set[tuple[str, str]] = set()
+        self._cond = threading.Condition()
+
+    def append(self, key: LogKey, text: str) -> None:
+        with self._cond:
+            self._text[key] = self._text.get(key, "") + text
+            self._cond.notify_all()
+
+    def finish(self, namespace: str, pod: str) -> None:
+        with self._cond:
+            self._finished.add((namespace, pod))
+            self._cond.notify_all()
+
+    def read(self, key: LogKey) -> str:
+        with self._cond:
+            return self._text.get(key, "")
+
+    def wait_for_more(self, key: LogKey, offset: int, timeout: float) -> tuple[str, bool]:
+        """Text past `offset` (waiting up to `timeout` for some) and whether the pod finished."""
+        with self._cond:
+            self._cond.wait_for(
+                lambda: len(self._text.get(key, "")) > offset or key[:2] in self._finished,
+                timeout,
+            )
+            return self._text.get(key, "")[offset:], key[:2] in self._finished
+
+
+class LogServer:
+    """The HTTPS logs endpoint on 127.0.0.1 (a free port); `stop()` ends it and its follows."""
+
+    def __init__(self, logs: PodLogs) -> None:
+        self.logs = logs
+        self.stopping = threading.Event()
+        handler = type("Handler", (_LogHandler,), {"owner": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._httpd.socket = _tls_context().wrap_socket(self._httpd.socket, server_side=True)
+        self.port: int = self._httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="kubelet-logs", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(5)
+
+
+class _LogHandler(BaseHTTPRequestHandler):
+    owner: LogServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:  # http.server naming
+        url = urlsplit(self.path)
+        parts = [p for p in url.path.split("/") if p]
+        if len(parts) != 4 or parts[0] != "containerLogs":
+            self._send(404, b"not found")
+            return
+        key: LogKey = (parts[1], parts[2], parts[3])
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if query.get("follow") == "true":
+            self._follow(key)
+        else:
+            self._send(200, _cut(self.owner.logs.read(key), query).encode())
+
+    def _send(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _follow(self, key: LogKey) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        offset, finished = 0, False
+        try:
+            while not finished and not self.owner.stopping.is_set():
+                more, finished = self.owner.logs.wait_for_more(key, offset, 0.5)
+                if more:
+                    data = more.encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
+                    offset += len(more)
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            self.close_connection = True
+
+
+def _cut(text: str, query: dict[str, str]) -> str:
+    if "tailLines" in query:
+        lines = text.splitlines(keepends=True)
+        text = "".join(lines[-int(query["tailLines"]) :]) if int(query["tailLines"]) else ""
+    if "limitBytes" in query:
+        text = text.encode()[: int(query["limitBytes"])].decode(errors="ignore")
+    return text
+
+
+def _tls_context() -> ssl.SSLContext:
+    cert, key = _self_signed()
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_file, key_file = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
+        cert_file.write_bytes(cert)
+        key_file.write_bytes(key)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def _self_signed() -> tuple[bytes, bytes]:
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "trainop-kubelet")])
+    start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(POD_IP))]), False
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return (
+        cert.public_bytes(serialization.Encoding.PEM),
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )

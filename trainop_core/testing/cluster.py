@@ -1,0 +1,133 @@
+"""``python -m trainop_core.testing.cluster``: try the operator with kubectl and no cluster.
+
+Builds (or reuses) the binaries, starts a real kube-apiserver + etcd + kube-controller-manager on
+127.0.0.1, installs the CRDs, runs the operator in this process and the kubelet stand-in, writes an
+admin kubeconfig and waits; Ctrl-C (or SIGTERM) stops everything and removes its data.
+
+It is not a cluster: there are no real nodes, no scheduler, no container runtime and no image
+pulls. The kubelet stand-in binds every pod to one fake node and moves it through its phases by
+rule (by default each pod "runs" for ``--pod-seconds`` and exits 0); nothing is executed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .binaries import BinaryBuildError, kubernetes_binaries
+from .controlplane import ControlPlane, ControlPlaneError
+from .kubelet import Kubelet, Rule
+
+PROG = "python -m trainop_core.testing.cluster"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "A local Kubernetes control plane (real kube-apiserver, etcd and "
+            "kube-controller-manager; no nodes, scheduler or container runtime) with the trainop "
+            "CRDs, the trainop operator and a kubelet stand-in, for trying the operator with "
+            "kubectl. Ctrl-C stops it."
+        ),
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "trainop-dev-cluster.kubeconfig",
+        help="where to write the admin kubeconfig (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--pod-seconds",
+        type=float,
+        default=10.0,
+        help="how long every pod 'runs' before it exits 0; negative: pods run until deleted",
+    )
+    parser.add_argument(
+        "--no-operator",
+        action="store_true",
+        help="do not run the trainop operator (e.g. to run another operator against it)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    from trainop_core.crds import all_crds
+    from trainop_core.kinds.table import build_registry
+
+    registry = build_registry()
+    try:
+        binaries = kubernetes_binaries(build=True)
+        with ControlPlane(binaries=binaries, crds=all_crds(registry.kinds)) as cp:
+            _serve(cp, registry, args, done)
+    except (BinaryBuildError, ControlPlaneError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _serve(
+    cp: ControlPlane, registry: Any, args: argparse.Namespace, done: threading.Event
+) -> None:
+    cp.ensure_namespace("kubeflow")  # where the examples put their jobs
+    cp.kubeconfig_for(cp.admin_token, args.kubeconfig, user="trainop-admin")
+    seconds = None if args.pod_seconds < 0 else args.pod_seconds
+    with Kubelet(cp, [Rule("*", run_seconds=seconds)]) as kubelet:
+        manager, thread = (None, None) if args.no_operator else _start_operator(cp, registry)
+        _print_help(cp, args.kubeconfig, kubelet, operator=manager is not None)
+        done.wait()
+        print("stopping ...", file=sys.stderr, flush=True)
+        if manager is not None and thread is not None:
+            manager.shutdown()
+            thread.join(15)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(args.kubeconfig)
+
+
+def _start_operator(cp: ControlPlane, registry: Any) -> tuple[Any, threading.Thread]:
+    from trainop_core.operator.manager import Manager
+    from trainop_core.operator.options import Options
+
+    options = Options(metrics_bind_address="0", health_probe_bind_address="0")
+    manager = Manager(options, registry, api_client=cp.api_client())
+    thread = threading.Thread(target=manager.run, name="operator", daemon=True)
+    thread.start()
+    return manager, thread
+
+
+def _print_help(cp: ControlPlane, kubeconfig: Path, kubelet: Kubelet, operator: bool) -> None:
+    print(
+        f"""
+kube-apiserver {cp.url} ready in {cp.start_seconds:.1f} s; node {kubelet.node_name} (a stand-in);
+{"the trainop operator is running in this process" if operator else "no operator running"}.
+
+  export KUBECONFIG={kubeconfig}
+  kubectl apply -f examples/pytorch/ddp.yaml
+  kubectl get pytorchjobs -n kubeflow -w
+
+Ctrl-C stops everything and removes the control plane's data.
+""",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,521 @@
+"""A real Kubernetes control plane for tests, started the way envtest does it.
+
+etcd and kube-apiserver (and, by default, kube-controller-manager running only its garbage
+collector and namespace controllers) on free 127.0.0.1 ports, with a self-signed serving
+certificate, static token authentication (an admin in ``system:masters``), RBAC authorization and
+a service-account signing key, so ServiceAccount tokens work. There is no kubelet, scheduler or
+node: pods stay Pending unless a stand-in (:class:`~trainop_core.testing.kubelet.Kubelet`) moves
+them. Nor is there the ClusterRole aggregation controller: the built-in aggregated roles (admin,
+edit, view) grant nothing; bind your own ClusterRoles. Importing this module needs only the
+standard library::
+
+    from trainop_core.testing.controlplane import ControlPlane
+
+    with ControlPlane() as cp:                  # ~4 s to ready once the binaries are built
+        cp.kubeconfig                           # admin kubeconfig (mode 0600) for kubectl
+        cp.rest.get("/api/v1/namespaces")       # raw JSON as admin (trainop_core.testing.rest)
+        token = cp.service_account_token("ns", "robot", cluster_roles=["view"])
+        cp.kubeconfig_for(token)                # a kubeconfig for that identity
+        cp.api_client()                         # kubernetes.client.ApiClient (lazy import)
+
+The binaries come from :mod:`trainop_core.testing.binaries` (``python -m
+trainop_core.testing.binaries`` builds them). Every process belongs to a process group led by a
+watchdog (:mod:`trainop_core.testing._reaper`), so even a SIGKILLed test run leaves no etcd or
+kube-apiserver behind and no data directory. Each process logs to ``<data_dir>/<name>.log``; a
+failed start raises :class:`ControlPlaneError` quoting those logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from . import _reaper
+from .rest import Obj, Rest, RestError
+
+if TYPE_CHECKING:  # imported when needed: `python -m ...binaries` must not find it loaded
+    from .binaries import KubeBinaries
+
+ADMIN_USER = "trainop-admin"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not start (the message quotes the processes' logs)."""
+
+
+class ControlPlane:
+    """etcd + kube-apiserver (+ kube-controller-manager) on 127.0.0.1; see the module docstring.
+
+    ``controller_manager`` runs kube-controller-manager with ``garbagecollector,namespace`` (owner
+    references are collected, deleted namespaces go away). ``watch_cache=False`` makes watches read
+    etcd directly, so :meth:`compact_etcd` turns an old resourceVersion into a real 410 Gone.
+    ``apiserver_flags`` are appended to kube-apiserver's command line. ``crds`` are installed
+    (and served) before kube-controller-manager starts: its garbage collector discovers resource
+    types every 30 s, so owner references to a CRD's objects installed later are only collected
+    once it has noticed the CRD.
+    """
+
+    def __init__(
+        self,
+        *,
+        binaries: KubeBinaries | None = None,
+        controller_manager: bool = True,
+        watch_cache: bool = True,
+        apiserver_flags: Sequence[str] = (),
+        crds: Iterable[Obj] = (),
+        ready_timeout: float = 90.0,
+    ) -> None:
+        self.binaries = binaries
+        self.with_controller_manager = controller_manager
+        self.watch_cache = watch_cache
+        self.apiserver_flags = list(apiserver_flags)
+        self.crds = list(crds)
+        self.ready_timeout = ready_timeout
+        self.data_dir = Path()
+        self.admin_token = secrets.token_hex(24)
+        self.etcd_url = ""
+        self.url = ""
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.start_seconds = 0.0
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._rest: Rest | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> ControlPlane:
+        """Start every process and wait until the API server is ready. Raises ControlPlaneError."""
+        started = time.monotonic()
+        binaries = self.binaries or _binaries()
+        self.data_dir = Path(tempfile.mkdtemp(prefix="trainop-cp-"))
+        try:
+            self._start_reaper()
+            self._start_etcd(binaries)
+            self._start_apiserver(binaries)
+            self.install_crds(self.crds)
+            if self.with_controller_manager:
+                self._start_controller_manager(binaries)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - started
+        return self
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Terminate every process (SIGTERM, then SIGKILL after `grace`), remove the data dir.
+        Idempotent."""
+        for name in reversed(list(self.processes)):
+            _terminate(self.processes.pop(name), grace)
+        if self._reaper is not None:
+            assert self._reaper.stdin is not None
+            self._reaper.stdin.close()  # end of file: it reaps what is left and exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._reaper.wait(grace + 5)
+            self._reaper = None
+        if self.data_dir != Path():
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- clients and identities --------------------------------------------------------------
+    @property
+    def ca_file(self) -> Path:
+        """The API server's self-signed serving certificate (trust it as the CA)."""
+        return self.data_dir / "certs" / "apiserver.crt"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin's kubeconfig (mode 0600)."""
+        return self.data_dir / "kubeconfig"
+
+    @property
+    def rest(self) -> Rest:
+        """A raw JSON client acting as the admin."""
+        if self._rest is None:
+            self._rest = self.rest_for(self.admin_token)
+        return self._rest
+
+    def rest_for(self, token: str, user_agent: str = "trainop-testing") -> Rest:
+        """A raw JSON client acting as whoever `token` authenticates."""
+        return Rest(self.url, token, str(self.ca_file), user_agent=user_agent)
+
+    def kubeconfig_for(
+        self, token: str, path: str | Path | None = None, user: str = "user"
+    ) -> Path:
+        """Write a kubeconfig (mode 0600) that authenticates with `token`; returns its path."""
+        if path is None:
+            path = Path(tempfile.mkstemp(prefix="kubeconfig-", dir=self.data_dir)[1])
+        ca = base64.b64encode(self.ca_file.read_bytes()).decode()
+        text = _KUBECONFIG.format(server=self.url, ca=ca, user=user, token=token)
+        return _write_private(Path(path), text)
+
+    def api_client(self, token: str | None = None) -> Any:
+        """A ``kubernetes.client.ApiClient`` for `token` (default: the admin); imports it."""
+        from kubernetes import client
+
+        config = client.Configuration()
+        config.host = self.url
+        config.ssl_ca_cert = str(self.ca_file)
+        config.api_key = {"authorization": f"Bearer {token or self.admin_token}"}
+        return client.ApiClient(config)
+
+    def service_account_token(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        cluster_roles: Iterable[str] = (),
+        expiration_seconds: int = 3600,
+    ) -> str:
+        """Create (or reuse) ServiceAccount `namespace/name`, bind it to each ClusterRole in
+        `cluster_roles` cluster-wide, and return a token for it (TokenRequest API)."""
+        self.ensure_namespace(namespace)
+        accounts = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+        _create_or_keep(self.rest, accounts, {"metadata": {"name": name}})
+        subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+        for role in cluster_roles:
+            binding = {
+                "metadata": {"name": f"{namespace}-{name}-{role}".replace(":", "-")},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": role,
+                },
+                "subjects": [subject],
+            }
+            _create_or_keep(
+                self.rest, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding
+            )
+        request = {"spec": {"expirationSeconds": expiration_seconds}}
+        answer = self.rest.create(f"{accounts}/{name}/token", request)
+        return str(answer["status"]["token"])
+
+    # --- objects -------------------------------------------------------------------------------
+    def ensure_namespace(self, name: str) -> None:
+        _create_or_keep(self.rest, "/api/v1/namespaces", {"metadata": {"name": name}})
+
+    def install_crds(self, crds: Iterable[Obj], timeout: float = 60.0) -> None:
+        """Create or replace each CRD and wait until it is Established and its resource served."""
+        crds = list(crds)
+        for crd in crds:
+            self._put_crd(crd)
+        for crd in crds:
+            served = functools.partial(self._crd_served, crd)
+            _wait(served, timeout, f"CRD {crd['metadata']['name']} served")
+
+    def _put_crd(self, crd: Obj) -> None:
+        body: Obj = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}
+        body.update({k: v for k, v in crd.items() if k != "status"})
+        try:
+            self.rest.create(CRD_PATH, body)
+        except RestError as err:
+            if err.status != 409:
+                raise
+            path = f"{CRD_PATH}/{crd['metadata']['name']}"
+            version = self.rest.get(path)["metadata"]["resourceVersion"]
+            body["metadata"] = {**body["metadata"], "resourceVersion": version}
+            self.rest.replace(path, body)
+
+    def _crd_served(self, crd: Obj) -> bool:
+        current = self.rest.get(f"{CRD_PATH}/{crd['metadata']['name']}")
+        conditions = current.get("status", {}).get("conditions") or []
+        if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+            return False
+        spec = crd["spec"]
+        version = next(v["name"] for v in spec["versions"] if v.get("served", True))
+        try:
+            self.rest.get(f"/apis/{spec['group']}/{version}/{spec['names']['plural']}", limit=1)
+        except RestError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+    # --- etcd ----------------------------------------------------------------------------------
+    def etcd_revision(self) -> int:
+        """etcd's current revision (what kube-apiserver calls the resourceVersion)."""
+        answer = _etcd_call(
+            self.etcd_url, "/v3/kv/range", {"key": base64.b64encode(b"\0").decode()}
+        )
+        return int(answer["header"]["revision"])
+
+    def compact_etcd(self, revision: int | None = None) -> int:
+        """Compact etcd's history up to `revision` (default: now); returns the revision. Watches
+        and lists from an older resourceVersion then get 410 Gone, when they reach etcd (start
+        with ``watch_cache=False`` so that watches always do)."""
+        revision = revision or self.etcd_revision()
+        _etcd_call(self.etcd_url, "/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+    # --- measurements --------------------------------------------------------------------------
+    def rss_bytes(self) -> dict[str, int]:
+        """Resident memory of each process now, by name (Linux)."""
+        return {name: _rss(process.pid) for name, process in self.processes.items()}
+
+    # --- processes -----------------------------------------------------------------------------
+    def _start_reaper(self) -> None:
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-I", _reaper.__file__, str(self.data_dir)],
+            stdin=subprocess.PIPE,
+            **_in_group(0),
+        )
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        assert self._reaper is not None
+        log = open(self.data_dir / f"{name}.log", "wb")  # noqa: SIM115  # the child owns it
+        with log:
+            self.processes[name] = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                **_in_group(self._reaper.pid),
+            )
+
+    def _start_etcd(self, binaries: KubeBinaries) -> None:
+        client, peer = f"http://127.0.0.1:{_free_port()}", f"http://127.0.0.1:{_free_port()}"
+        self.etcd_url = client
+        self._spawn(
+            "etcd",
+            [
+                str(binaries.etcd),
+                "--name=default",
+                f"--data-dir={self.data_dir / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self._wait_ready("etcd", lambda: _http_ok(f"{client}/health"))
+
+    def _start_apiserver(self, binaries: KubeBinaries) -> None:
+        port = _free_port()
+        self.url = f"https://127.0.0.1:{port}"
+        key = self.data_dir / "service-account.key"
+        _write_private(key, _rsa_private_key_pem())
+        tokens = self.data_dir / "tokens.csv"
+        _write_private(tokens, f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        (self.data_dir / "certs").mkdir()
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries.kube_apiserver),
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--etcd-servers={self.etcd_url}",
+                f"--cert-dir={self.data_dir / 'certs'}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={self.url}",
+                f"--service-account-key-file={key}",
+                f"--service-account-signing-key-file={key}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--profiling=false",
+                "--endpoint-reconciler-type=none",  # 127.0.0.1 is no valid endpoint: no noise
+                f"--watch-cache={'true' if self.watch_cache else 'false'}",
+                *self.apiserver_flags,
+            ],
+        )
+        self._wait_ready("kube-apiserver", self._apiserver_ready)
+        _write_private(self.kubeconfig, "")
+        self.kubeconfig_for(self.admin_token, self.kubeconfig, user=ADMIN_USER)
+
+    def _apiserver_ready(self) -> bool:
+        if not self.ca_file.exists():
+            return False
+        try:
+            status, body = self.rest.request_raw("GET", "/readyz")
+        except RestError:
+            return False
+        return status == 200 and body.strip() == b"ok"
+
+    def _start_controller_manager(self, binaries: KubeBinaries) -> None:
+        port = _free_port()
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(binaries.kube_controller_manager),
+                f"--kubeconfig={self.kubeconfig}",
+                "--controllers=garbagecollector,namespace",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--profiling=false",
+            ],
+        )
+        self._wait_ready(
+            "kube-controller-manager", lambda: _http_ok(f"https://127.0.0.1:{port}/healthz")
+        )
+
+    def _wait_ready(self, name: str, ready: Callable[[], bool]) -> None:
+        process = self.processes[name]
+        deadline = time.monotonic() + self.ready_timeout
+        while not ready():
+            if process.poll() is not None:
+                raise ControlPlaneError(f"{name} exited with {process.returncode}\n{self.logs()}")
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"{name} not ready after {self.ready_timeout:.0f} s\n{self.logs()}"
+                )
+            time.sleep(0.1)
+
+    def logs(self, tail: int = 40) -> str:
+        """The last `tail` lines of every process's log, for error messages."""
+        parts = []
+        for path in sorted(self.data_dir.glob("*.log")):
+            lines = path.read_text(errors="replace").splitlines()[-tail:]
+            parts.append(f"--- {path} (last {len(lines)} lines)\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+
+_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: trainop-test
+  cluster:
+    server: {server}
+    certificate-authority-data: {ca}
+users:
+- name: {user}
+  user:
+    token: {token}
+contexts:
+- name: trainop-test
+  context:
+    cluster: trainop-test
+    user: {user}
+current-context: trainop-test
+"""
+
+
+def _binaries() -> KubeBinaries:
+    from .binaries import BinaryBuildError, kubernetes_binaries
+
+    try:
+        return kubernetes_binaries(build=False)
+    except BinaryBuildError as exc:  # its message names the command that builds them
+        raise ControlPlaneError(str(exc)) from exc
+
+
+def _in_group(pgid: int) -> dict[str, Any]:
+    """Popen arguments that put the child in process group `pgid` (0: a new group it leads)."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": pgid}
+    return {"preexec_fn": lambda: os.setpgid(0, pgid)}  # pragma: no cover  # Python 3.10
+
+
+def _create_or_keep(rest: Rest, path: str, body: Obj) -> None:
+    try:
+        rest.create(path, body)
+    except RestError as err:
+        if err.status != 409:
+            raise
+
+
+def _terminate(process: subprocess.Popen[bytes], grace: float) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _http_ok(url: str) -> bool:
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # only a liveness probe of our own child process
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def _etcd_call(etcd_url: str, path: str, body: Obj) -> Obj:
+    import json
+
+    request = urllib.request.Request(
+        etcd_url + path, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        answer: Obj = json.loads(resp.read())
+    return answer
+
+
+def _rsa_private_key_pem() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def _write_private(path: Path, text: str) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return path
+
+
+def _rss(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
