@@ -1,9 +1,9 @@
 """Shipping a job's directory to the cluster, end to end through `trainop run - --backend ray`
-(a job read from standard input: its directory is the current one). Regression tests for the incident
-where that package was written into the directory it packed (Ray's upload helper writes its zip
-into the current directory): once more than a write buffer had been packed before the zip
-itself came up, the zip packed itself without end, until the disk was full. Each run here has
-a file-size limit, so a regression fails fast instead of filling the disk."""
+(a job read from standard input: its directory is the current one). Regression tests for the
+incident where that package was written into the directory it packed (Ray's upload helper
+writes its zip into the current directory): once more than a write buffer had been packed
+before the zip itself came up, the zip packed itself without end, until the disk was full.
+Each run here has a file-size limit, so a regression fails fast instead of filling the disk."""
 
 from __future__ import annotations
 
