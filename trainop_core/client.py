@@ -77,12 +77,15 @@ class TrainingClient:
         an `AdmissionWarning` (Python's `warnings`) for each warning upstream's webhook would
         give, such as a deprecated field; the job is created all the same. Relative
         paths in the job (e.g. `command: [python, train.py]`) resolve against `workdir` if given,
-        else the job file's directory when created from a file, else the current directory.
+        else the job file's directory when created from a file, else the current directory
+        (the backend is then told none was chosen: the Ray backend ships that directory to the
+        cluster and says so).
         """
         kind, prepared, origin = prepare_source(job, namespace)
         for warning in admission_warnings(prepared, kind):
             warnings.warn(AdmissionWarning(str(warning)), stacklevel=2)
-        where = Path(workdir).resolve() if workdir is not None else origin
+        chosen = workdir is not None or _as_path(job) is not None
+        where = (Path(workdir).resolve() if workdir is not None else origin) if chosen else None
         return self.backend.create(prepared, kind, workdir=where)
 
     def get(self, name: str, namespace: str | None = None) -> TrainingJob:

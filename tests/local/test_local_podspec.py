@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from trainop_core.backends.local.podspec import (
+from trainop_core.backends.process.podspec import (
     base_env,
     container_env,
     expand,

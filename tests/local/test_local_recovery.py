@@ -117,7 +117,7 @@ def test_a_session_whose_number_was_reused_is_never_killed() -> None:
     """Leftover replicas are killed by session; a recorded start time guards against pid reuse."""
     import subprocess
 
-    from trainop_core.backends.local.kubelet import kill_session, started_at
+    from trainop_core.backends.process.kubelet import kill_session, started_at
 
     proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:

@@ -36,7 +36,8 @@ class JobStore(Protocol):
         Not idempotent: a job with the same namespace/name that still exists (running or finished)
         raises AlreadyExistsError. A job this backend cannot run raises InvalidJobError naming
         the field, and then nothing has been created. `workdir` is where relative paths in the
-        job resolve (backends that run in containers ignore it). Does I/O.
+        job resolve (None: the job came as data and nobody chose one; the current directory);
+        backends that run in containers ignore it. Does I/O.
         """
         ...
 

@@ -18,6 +18,7 @@ from trainop_core.errors import (
 
 if TYPE_CHECKING:  # the models import pydantic: not needed for `trainop --help`
     from trainop_core.api.job import TrainingJob
+    from trainop_core.client import TrainingClient
 
 GROUP = "kubeflow.org"
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_TIMEOUT = 0, 1, 2, 124
@@ -28,7 +29,24 @@ def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str 
         "--backend",
         default="local",
         help="where jobs run: local (default; replicas are processes on this machine), "
-        "kubernetes (the cluster of your kubeconfig)",
+        "kubernetes (the cluster of your kubeconfig), ray (a Ray cluster: see --ray-address)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="with --backend ray: the cluster, host:port of its GCS or ray://host:10001 (Ray "
+        "Client); default $RAY_ADDRESS, else the cluster `ray start` started on this machine; "
+        "`run` starts a Ray of its own for its lifetime if there is none",
+    )
+    parser.add_argument(
+        "--ray-files",
+        choices=("upload", "shared"),
+        default="upload",
+        help="with --backend ray: upload the job file's directory to the cluster (default; "
+        "without .git, virtualenvs and what .gitignore/.rayignore list; refused above "
+        "$TRAINOP_RAY_UPLOAD_LIMIT, default 100Mi) or use the same path on every node (a "
+        "shared filesystem)",
     )
     parser.add_argument(
         "-n",
@@ -38,6 +56,18 @@ def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str 
         or "the job's namespace (default: the backend's: default locally, the kubeconfig "
         "context's on Kubernetes)",
     )
+
+
+def make_client(args: argparse.Namespace) -> TrainingClient:
+    """The client for the backend options of `args` (see `add_backend_options`)."""
+    from trainop_core.client import TrainingClient
+
+    if args.backend != "ray":
+        return TrainingClient(args.backend)
+    address = args.ray_address
+    if address is None and getattr(args, "command", "") != "run":
+        address = "auto"  # a Ray started here would end, and take the job with it, on exit
+    return TrainingClient("ray", address=address, files=args.ray_files)
 
 
 class _StderrHandler(logging.Handler):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from trainop_core.cli._output import EXIT_OK, add_backend_options, report_error, resource
+from trainop_core.cli._output import (
+    EXIT_OK,
+    add_backend_options,
+    make_client,
+    report_error,
+    resource,
+)
 from trainop_core.errors import TrainopError
 
 
@@ -25,10 +31,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
     except TrainopError as err:
         return report_error(err)
     namespace = args.namespace or client.default_namespace

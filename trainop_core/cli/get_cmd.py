@@ -11,6 +11,7 @@ from trainop_core.cli._output import (
     EXIT_OK,
     add_backend_options,
     age,
+    make_client,
     replica_summary,
     report_error,
     state_label,
@@ -47,10 +48,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
         namespace = args.namespace or client.default_namespace
         if args.name:
             jobs = [client.get(args.name, namespace)]

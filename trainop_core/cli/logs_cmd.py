@@ -9,6 +9,7 @@ from typing import Any
 from trainop_core.cli._output import (
     EXIT_OK,
     add_backend_options,
+    make_client,
     report_error,
     setup_logging,
     warn_damaged,
@@ -38,11 +39,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     setup_logging()
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
         namespace = args.namespace or client.default_namespace
         warn_damaged([client.get(args.name, namespace)])
         for line in client.logs(args.name, namespace, args.replica, args.follow):

@@ -24,6 +24,7 @@ from trainop_core.cli._output import (
     EXIT_OK,
     EXIT_TIMEOUT,
     add_backend_options,
+    make_client,
     replica_detail,
     report_error,
     resource,
@@ -98,11 +99,9 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     setup_logging()
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
         source, workdir = _source(args.file)
         job = client.create(source, namespace=args.namespace, workdir=workdir)
     except TrainopError as err:

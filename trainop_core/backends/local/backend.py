@@ -26,7 +26,6 @@ from trainop_core.backends.local.addressing import allocate_ports
 from trainop_core.backends.local.leases import Leases, hold_shared
 from trainop_core.backends.local.limits import replica_limit_problems
 from trainop_core.backends.local.logs import follow_logs, read_logs, replica_order
-from trainop_core.backends.local.podspec import local_warnings, runnable_problems
 from trainop_core.backends.local.procs import JOB_MARKER, kill_marked, kill_session
 from trainop_core.backends.local.spawn import spawn_supervisor
 from trainop_core.backends.local.state import (
@@ -39,6 +38,7 @@ from trainop_core.backends.local.state import (
     write_private,
 )
 from trainop_core.backends.local.status import failed_status, is_finished
+from trainop_core.backends.process.podspec import local_warnings, runnable_problems
 from trainop_core.errors import (
     AlreadyExistsError,
     DamagedJobError,

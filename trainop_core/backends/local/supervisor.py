@@ -35,9 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from trainop_core.backends.local.addressing import LocalAddressing, replica_id
-from trainop_core.backends.local.kubelet import LocalPod, stop_pods
 from trainop_core.backends.local.leases import CREATE_GRACE_SECONDS, is_held
-from trainop_core.backends.local.podspec import base_env, launch_spec
 from trainop_core.backends.local.procs import (
     JOB_MARKER,
     kill_marked,
@@ -49,6 +47,8 @@ from trainop_core.backends.local.state import (
     write_json_atomic,
 )
 from trainop_core.backends.local.status import failed_status, is_finished
+from trainop_core.backends.process.kubelet import LocalPod, stop_pods
+from trainop_core.backends.process.podspec import base_env, launch_spec
 from trainop_core.errors import NotFoundError
 from trainop_core.planner.types import Observed, Plan
 

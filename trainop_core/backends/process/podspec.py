@@ -75,14 +75,15 @@ def expand(text: str, lookup: Callable[[str], str | None]) -> str:
     return "".join(out)
 
 
-def downward_api(pod: Mapping[str, Any]) -> dict[str, str]:
-    """The downward-API fields (`valueFrom.fieldRef.fieldPath`) that mean something here."""
+def downward_api(pod: Mapping[str, Any], host_ip: str = "127.0.0.1") -> dict[str, str]:
+    """The downward-API fields (`valueFrom.fieldRef.fieldPath`) that mean something here;
+    `host_ip` is the address the replica is reached at (pod and host IP alike)."""
     meta = pod.get("metadata") or {}
     fields = {
         "metadata.name": str(meta.get("name", "")),
         "metadata.namespace": str(meta.get("namespace", "default")),
-        "status.podIP": "127.0.0.1",
-        "status.hostIP": "127.0.0.1",
+        "status.podIP": host_ip,
+        "status.hostIP": host_ip,
         "spec.nodeName": socket.gethostname(),
     }
     for key in ("labels", "annotations"):
@@ -142,13 +143,17 @@ def default_container(containers: Sequence[Mapping[str, Any]], name: str) -> Map
 
 
 def launch_spec(
-    pod: Mapping[str, Any], default_name: str, inherited: Mapping[str, str], workdir: str
+    pod: Mapping[str, Any],
+    default_name: str,
+    inherited: Mapping[str, str],
+    workdir: str,
+    host_ip: str = "127.0.0.1",
 ) -> LaunchSpec:
-    """The processes standing in for `pod`. Pure."""
+    """The processes standing in for `pod` on the host reached at `host_ip`. Pure."""
     labels = pod["metadata"].get("labels", {})
     spec = pod["spec"]
     grace = spec.get("terminationGracePeriodSeconds")
-    fields = downward_api(pod)
+    fields = downward_api(pod, host_ip)
     return LaunchSpec(
         pod_name=pod["metadata"]["name"],
         replica_type=labels[REPLICA_TYPE_LABEL],
@@ -166,10 +171,13 @@ def _grace(seconds: Any) -> float:
 
 # --- create-time checks ---------------------------------------------------------------------------
 def runnable_problems(
-    replica_specs: Mapping[str, Mapping[str, Any]], field: str, default_name: str
+    replica_specs: Mapping[str, Mapping[str, Any]],
+    field: str,
+    default_name: str,
+    backend: str = "local",
 ) -> list[Problem]:
-    """Every container the local backend would run must say what to run: it cannot run an image's
-    entrypoint. `replica_specs` is the wire map (`spec.<field>`)."""
+    """Every container a process backend would run must say what to run: it cannot run an
+    image's entrypoint. `replica_specs` is the wire map (`spec.<field>`)."""
     problems: list[Problem] = []
     for rtype, replica in replica_specs.items():
         pod_spec = (replica.get("template") or {}).get("spec") or {}
@@ -177,26 +185,31 @@ def runnable_problems(
         base = f"spec.{field}.{rtype}.template.spec"
         if containers:
             main = default_container(containers, default_name)
-            problems += _command_problem(main, f"{base}.containers[{containers.index(main)}]")
+            where = f"{base}.containers[{containers.index(main)}]"
+            problems += _command_problem(main, where, backend)
         for i, init in enumerate(pod_spec.get("initContainers") or []):
-            problems += _command_problem(init, f"{base}.initContainers[{i}]")
+            problems += _command_problem(init, f"{base}.initContainers[{i}]", backend)
     return problems
 
 
-def _command_problem(container: Mapping[str, Any], path: str) -> list[Problem]:
+def _command_problem(container: Mapping[str, Any], path: str, backend: str) -> list[Problem]:
     if container.get("command"):
         return []
     message = (
-        "required by the local backend: it runs `command` + `args` as a process and cannot run "
-        f"the image's entrypoint (image {container.get('image', '?')!r})"
+        f"required by the {backend} backend: it runs `command` + `args` as a process and cannot "
+        f"run the image's entrypoint (image {container.get('image', '?')!r})"
     )
     return [Problem(f"{path}.command", message)]
 
 
 def local_warnings(
-    replica_specs: Mapping[str, Mapping[str, Any]], field: str, default_name: str
+    replica_specs: Mapping[str, Mapping[str, Any]],
+    field: str,
+    default_name: str,
+    runs_on: str = "this machine, with this machine's files and Python",
 ) -> list[str]:
-    """What the local backend ignores in this job, one message per kind of thing ignored."""
+    """What a process backend ignores in this job, one message per kind of thing ignored;
+    `runs_on` says where replicas run instead of in their images."""
     images: set[str] = set()
     skipped: list[str] = []
     extra: list[str] = []
@@ -217,7 +230,7 @@ def local_warnings(
                 for i, c in enumerate(containers)
                 if c is not main
             ]
-    return _messages(sorted(i for i in images if i), skipped, extra)
+    return _messages(sorted(i for i in images if i), skipped, extra, runs_on)
 
 
 def _unresolvable(entry: Mapping[str, Any]) -> bool:
@@ -234,13 +247,10 @@ def _unresolvable(entry: Mapping[str, Any]) -> bool:
     return not (path in local or path.startswith(("metadata.labels[", "metadata.annotations[")))
 
 
-def _messages(images: list[str], skipped: list[str], extra: list[str]) -> list[str]:
+def _messages(images: list[str], skipped: list[str], extra: list[str], runs_on: str) -> list[str]:
     messages = []
     if images:
-        messages.append(
-            f"image(s) {', '.join(images)} are not pulled: replicas run on this machine, "
-            "with this machine's files and Python"
-        )
+        messages.append(f"image(s) {', '.join(images)} are not pulled: replicas run on {runs_on}")
     if skipped:
         names = ", ".join(skipped)
         messages.append(f"env from valueFrom/envFrom cannot be resolved locally, skipped: {names}")

@@ -1,4 +1,4 @@
-"""The kubelet-like part of the local backend: one pod's containers as processes.
+"""The kubelet-like part of the local and Ray backends: one pod's containers as processes.
 
 It only runs what the supervisor (the operator-like part) tells it to, and restarts a container
 in place the way a kubelet does for pod restartPolicy OnFailure/Always (same pod, restart count
@@ -11,16 +11,18 @@ in another session, is killed like a container runtime kills a container's lefto
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from trainop_core.backends.local.podspec import LaunchSpec, Step
 from trainop_core.backends.local.procs import (
     JOB_MARKER,
     POD_MARKER,
@@ -31,9 +33,17 @@ from trainop_core.backends.local.procs import (
     started_at,
 )
 from trainop_core.backends.local.state import open_private
+from trainop_core.backends.process.podspec import LaunchSpec, Step
 from trainop_core.planner.types import ObservedPod
 
-__all__ = ["LocalPod", "kill_session", "session_of", "started_at", "stop_pods"]
+__all__ = [
+    "LocalPod",
+    "kill_session",
+    "session_of",
+    "spawn_from_threads",
+    "started_at",
+    "stop_pods",
+]
 
 MAX_BACKOFF_SECONDS = 10.0
 
@@ -55,13 +65,25 @@ def restart_delay(restarts: int) -> float:
     return float(min(MAX_BACKOFF_SECONDS, 0.2 * 2 ** max(0, restarts - 1)))
 
 
+Spawner = Callable[[Step, IO[bytes], Mapping[str, str]], "subprocess.Popen[bytes]"]
+
+
 class LocalPod:
-    """One pod: init containers in order, then the main container, restarted in place if asked."""
+    """One pod: init containers in order, then the main container, restarted in place if asked.
+
+    `spawn` starts one container's process; the default suits a single-threaded caller (the
+    local supervisor), `spawn_from_threads` a multi-threaded one (a Ray actor)."""
 
     def __init__(
-        self, spec: LaunchSpec | None, replica_type: str, log_path: Path, job_marker: str = ""
+        self,
+        spec: LaunchSpec | None,
+        replica_type: str,
+        log_path: Path,
+        job_marker: str = "",
+        spawn: Spawner | None = None,
     ) -> None:
         self.spec = spec
+        self._spawn = spawn or _spawn
         self.job_marker = job_marker  # the job directory: JOB_MARKER in every process's env
         self.name = spec.pod_name if spec else ""
         self.replica_type = replica_type  # canonical, e.g. "Worker"
@@ -121,7 +143,7 @@ class LocalPod:
         self.phase = "Pending" if in_init else "Running"
         with open_private(self.log_path, "ab") as log:
             try:
-                self._proc = _spawn(step, log, self._markers())
+                self._proc = self._spawn(step, log, self._markers())
             except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
                 log.write(f"trainop: cannot start {step.argv[0]!r}: {exc}\n".encode())
                 self._proc, self.pid = None, None  # nothing of ours runs under the old pid
@@ -281,6 +303,53 @@ def _spawn(step: Step, log: IO[bytes], markers: Mapping[str, str]) -> subprocess
         stderr=subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=lambda: _die_with_parent(parent),  # the supervisor is single-threaded
+    )
+
+
+# Runs in the child between fork and exec of a multi-threaded parent, where Python code must not
+# run (another thread may hold a lock the child would need): a tiny interpreter of its own asks
+# for SIGKILL on the parent's death, checks the parent is still there, then execs the command.
+_DIE_WITH_PARENT_EXEC = (
+    "import ctypes, os, signal, sys\n"
+    "try: ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "except (OSError, AttributeError): pass\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(137)\n"
+    "os.execv(sys.argv[2], sys.argv[3:])\n"
+)
+
+
+def _resolve(step: Step) -> str:
+    """The executable Popen would run for `step` (FileNotFoundError/PermissionError as Popen)."""
+    program = step.argv[0]
+    if os.sep in program:
+        path = os.path.join(step.cwd, program)
+    else:
+        found = shutil.which(program, path=step.env.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", program)
+        path = found
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", program)
+    if not os.access(path, os.X_OK):
+        raise PermissionError(errno.EACCES, "Permission denied", program)
+    return os.path.abspath(path)
+
+
+def spawn_from_threads(
+    step: Step, log: IO[bytes], markers: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
+    """Like the default spawner, for a multi-threaded parent (no Python code after fork): the
+    child execs a minimal interpreter that arms PR_SET_PDEATHSIG and then execs the command."""
+    program = _resolve(step)
+    boot = [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT_EXEC, str(os.getpid())]
+    return subprocess.Popen(
+        [*boot, program, *step.argv],
+        cwd=step.cwd,
+        env={**step.env, **markers},
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
