@@ -57,6 +57,7 @@ class Slot:
     pod: ObservedPod | None = None  # the planned pod running here, as last reported
     running: bool = False  # its process runs or will restart in place
     version: int = -1  # the actor's report version last seen
+    since: int = 0  # the first report version of the pod it runs (older reports: an earlier pod)
     offset: int = 0  # bytes of the actor's output file already read
     watch: Any = None  # the outstanding `watch` call
     history: list[str] = field(default_factory=list)  # where it ran before (ip:port)

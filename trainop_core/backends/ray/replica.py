@@ -77,9 +77,10 @@ class Replica:
         port = probe_port(preferred, set(avoid or ()))
         return {"ip": self.ip, "port": port, "node_id": self.node_id}
 
-    def start(self, manifest: dict[str, Any], default_container: str, workdir: str | None) -> None:
+    def start(self, manifest: dict[str, Any], default_container: str, workdir: str | None) -> int:
         """Run the planned pod (a stopped previous one is replaced). `workdir` None: the actor's
-        working directory, i.e. the job's files Ray unpacked on this node."""
+        working directory, i.e. the job's files Ray unpacked on this node. Returns the report
+        version from which reports are of this pod (earlier ones, still in flight, are not)."""
         env = base_env(os.environ)
         where = workdir or os.getcwd()
         spec = launch_spec(manifest, default_container, env, where, host_ip=self.ip)
@@ -90,6 +91,7 @@ class Replica:
             self.stopped = False
             self.pod.start()
             self._bump()
+            return self.version
 
     def watch(self, version: int, offset: int, timeout: float) -> dict[str, Any]:
         """Wait (up to `timeout` s) until the pod changed past `version` or wrote past `offset`;

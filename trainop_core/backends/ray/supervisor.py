@@ -239,7 +239,7 @@ class Supervisor:
             calls.append((slot, ref))
         for slot, ref in calls:
             try:
-                ray.get(ref, timeout=120)
+                slot.since = ray.get(ref, timeout=120)
             except RayActorError as exc:
                 self._lose(slot, exc)
             except Exception as exc:  # the pod could not be made into processes
@@ -349,7 +349,10 @@ class Supervisor:
         self.journal.append(slot.replica, report["log"])
         slot.offset, slot.version = report["offset"], report["version"]
         seen = report["pod"]
-        if slot.pod is not None and seen is not None and seen["name"] == slot.pod.name:
+        # A report sent before the pod was re-created names the same pod but tells of the old
+        # one (e.g. its exit): taking it would fail the new pod and count a second restart.
+        current = report["version"] >= slot.since
+        if current and slot.pod is not None and seen is not None and seen["name"] == slot.pod.name:
             slot.pod = ObservedPod(**{**seen, "uid": slot.pod.uid or seen["uid"]})
             slot.running = report["running"]
         slot.watch = slot.actor.watch.remote(slot.version, slot.offset, WATCH_SECONDS)
