@@ -40,6 +40,8 @@ from trainop_core.api.names import is_job_name, is_namespace, is_replica
 from trainop_core.api.types import format_time, utc_now
 from trainop_core.errors import DamagedJobError, NotFoundError
 
+from .leases import is_held
+
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 
@@ -251,17 +253,7 @@ class JobDir:
     # --- supervisor liveness ------------------------------------------------------------------
     def supervisor_alive(self) -> bool:
         """True while a supervisor holds the lock (a dead process holds no fcntl lock)."""
-        try:  # read-only: a probe must work on a read-only TRAINOP_HOME and create nothing
-            fd = os.open(self.supervisor_lock, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing releases the probe's lock too
-        return False
+        return is_held(self.supervisor_lock)
 
     def read_supervisor_pid(self) -> int | None:
         try:
