@@ -128,11 +128,10 @@ class Manager:
             api, options.kube_api_qps, options.kube_api_burst, self.metrics, self.stop
         )
         self.expectations = Expectations()
-        # Events go out asynchronously through their own client and token bucket.
-        events_client = KubeClient(
-            api, options.kube_api_qps, options.kube_api_burst, self.metrics, self.stop
-        )
-        self.recorder = EventRecorder(events_client)
+        # Events go out asynchronously through their own client, on the spare tokens of the one
+        # bucket: --kube-api-qps bounds every request of the process, as upstream's does.
+        events_client = KubeClient(api, -1, 1, self.metrics, self.stop)
+        self.recorder = EventRecorder(events_client, bucket=self.client.bucket)
         self.identity = new_identity()
         self.pod_group_resource = pod_group_resource(options.gang_scheduler_name)
         self.informers: dict[str, Informer] = {}
