@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from opkit import Cluster
 
+from trainop_core.api.types import JobStatus
 from trainop_core.kinds.table import build_registry
-from trainop_core.operator.effects import Applier
+from trainop_core.operator.effects import Applier, StatusConflict
 from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.kube import KubeClient
 from trainop_core.operator.manager import job_resource
@@ -91,4 +93,51 @@ def test_a_job_recreated_under_the_same_name_is_not_mistaken_for_the_cached_one(
     stored_job(cluster, "again")  # a new uid
     before = pod_creations(cluster)
     applier.apply(cached, Plan(create_pods=[pod(cached, "again-master-0")]), None)
+    assert pod_creations(cluster) == before
+
+
+def started() -> JobStatus:
+    return JobStatus(start_time=datetime(2026, 1, 1, tzinfo=timezone.utc))
+
+
+def job_reads(cluster: Cluster) -> int:
+    return int(cluster.server.stats.requests.get(("get", "pytorchjobs"), 0))
+
+
+def test_a_plan_that_writes_the_status_creates_children_without_reading_the_job(
+    cluster: Cluster, applier: Applier
+) -> None:
+    """The guarded status write is the proof the job is alive: a first reconcile costs no read."""
+    job = stored_job(cluster, "first")
+    before = job_reads(cluster)
+    plan = Plan(create_pods=[pod(job, "first-master-0")], status=started())
+    out = applier.apply(job, plan, None)
+    assert out.errors == []
+    assert job_reads(cluster) == before
+    assert pods_named(cluster, "first-master-0") == ["first-master-0"]
+    assert cluster.get_job("PyTorchJob", "first")["status"]["startTime"]
+
+
+def test_a_deleted_job_whose_status_write_fails_gets_no_children(
+    cluster: Cluster, applier: Applier
+) -> None:
+    cached = stored_job(cluster, "gone")
+    cluster.delete_job("PyTorchJob", "gone")
+    before = pod_creations(cluster)
+    plan = Plan(create_pods=[pod(cached, "gone-master-0")], status=started())
+    out = applier.apply(cached, plan, None)
+    assert out.errors == []
+    assert pod_creations(cluster) == before
+
+
+def test_a_recreated_job_makes_the_guarded_status_write_lose_and_creates_nothing(
+    cluster: Cluster, applier: Applier
+) -> None:
+    cached = stored_job(cluster, "again")
+    cluster.delete_job("PyTorchJob", "again")
+    stored_job(cluster, "again")  # a new uid
+    before = pod_creations(cluster)
+    plan = Plan(create_pods=[pod(cached, "again-master-0")], status=started())
+    with pytest.raises(StatusConflict):
+        applier.apply(cached, plan, None)
     assert pod_creations(cluster) == before

@@ -1,7 +1,10 @@
 """Apply a planner `Plan` to the cluster: the only place a controller writes.
 
-Order (the Plan's contract): deletions, PodGroup, creations, status, events, metrics, TTL delete.
-A plan that creates children is applied only after a live read shows its job still exists.
+Order (the Plan's contract): deletions, PodGroup, creations, status, events, metrics, TTL delete;
+but a plan that creates children writes the job (annotations, status) first. Its children are
+created only after the server has shown that the job still exists, with the cached uid and not
+being deleted: the answer to that write (guarded by the cached resourceVersion) shows it, so a
+job's first reconcile costs no extra request, and a plan that does not write the job reads it.
 Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
 that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
 create). AlreadyExists means our cache is behind: it is not an error, the job is simply requeued.
@@ -87,8 +90,17 @@ class Applier:
         annotated one when the status was written too).
         """
         out = Outcome()
-        if (plan.create_pods or plan.create_services) and not self._owner_alive(job, out):
-            return out  # the job is gone or going: children made now would be orphans
+        creates = bool(plan.create_pods or plan.create_services)
+        if creates:
+            cached = job
+            try:
+                job, written = self._write_job(job, plan, on_status)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                return out  # the job is gone
+            if not self._owner_alive(cached, written, out):
+                return out  # the job is gone or going: children made now would be orphans
         ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
         pods_key, services_key = expectation_keys(self.kind, ns, name)
         self._delete(job, PODS, plan.delete_pods, pods_key, out)
@@ -96,13 +108,8 @@ class Applier:
         self._pod_group(job, plan, pod_group, out)
         self._create(job, PODS, plan.create_pods, pods_key, out)
         self._create(job, SERVICES, plan.create_services, services_key, out)
-        cached = job
-        job = self._annotate(job, plan.job_annotations)
-        written = self._write_status(job, plan.status.to_dict()) if plan.status else None
-        latest = written or (job if job is not cached else None)
-        if latest is not None and on_status is not None:
-            superseded = {str(o["metadata"].get("resourceVersion", "")) for o in (cached, job)}
-            on_status(latest, tuple(superseded - {str(latest["metadata"]["resourceVersion"])}))
+        if not creates:
+            job, _ = self._write_job(job, plan, on_status)
         for event in plan.events:
             self.record(job, event.type, event.reason, event.message)
         self._count(job, plan)
@@ -110,26 +117,46 @@ class Applier:
             self._delete_job(job, out)
         return out
 
+    def _write_job(
+        self,
+        job: Obj,
+        plan: Plan,
+        on_status: Callable[[Obj, tuple[str, ...]], None] | None,
+    ) -> tuple[Obj, Obj | None]:
+        """Annotations, then status, if the plan changes them: (the job now, the server's answer
+        to the last write or None). A job that is gone raises ApiError 404; a lost race
+        StatusConflict."""
+        cached = job
+        job = self._annotate(job, plan.job_annotations)
+        written = self._write_status(job, plan.status.to_dict()) if plan.status else None
+        latest = written or (job if job is not cached else None)
+        if latest is not None and on_status is not None:
+            superseded = {str(o["metadata"].get("resourceVersion", "")) for o in (cached, job)}
+            on_status(latest, tuple(superseded - {str(latest["metadata"]["resourceVersion"])}))
+        return job, latest
+
     def record(self, job: Obj, type_: str, reason: str, message: str) -> None:
         """An Event on `job` from this kind's controller (queued; never blocks or fails)."""
         self.recorder.record(job, type_, reason, message, self.kind.controller_name)
 
-    def _owner_alive(self, job: Obj, out: Outcome) -> bool:
-        """A live read before creating children: is the cached job still there, same uid, and not
-        being deleted?
+    def _owner_alive(self, job: Obj, written: Obj | None, out: Outcome) -> bool:
+        """Is the cached job still there, same uid, and not being deleted? Its status write
+        (`written`) tells, else a live read.
 
         The job watch can lag behind the pod watch: when a job is deleted, the garbage collector's
         pod deletions may arrive first, and a plan from the stale cached job would create its
         pods again (upstream re-checks with a live read before adopting, for the same reason).
         """
         meta = job["metadata"]
-        ns = meta.get("namespace", "default")
-        try:
-            live = self.client.get(self.job_resource, ns, meta["name"])
-        except ApiError as exc:
-            if not exc.not_found:
-                out.errors.append(f"read {self.kind.kind} {meta['name']}: {exc}")
-            return False
+        live = written
+        if live is None:
+            try:
+                live = self.client.get(self.job_resource, meta.get("namespace", "default"),
+                                       meta["name"])  # fmt: skip
+            except ApiError as exc:
+                if not exc.not_found:
+                    out.errors.append(f"read {self.kind.kind} {meta['name']}: {exc}")
+                return False
         live_meta = live.get("metadata", {})
         return live_meta.get("uid") == meta.get("uid") and not live_meta.get("deletionTimestamp")
 
