@@ -87,11 +87,18 @@ class TokenBucket:
             if left <= 0 or (stop is not None and stop.is_set()):
                 self.wait(stop)
                 return
-            pause = min(left, 1.0 / self.qps)
+            pause = min(left, self._until_spare())
             if stop is None:
                 time.sleep(pause)
             elif stop.wait(pause):
                 return
+
+    def _until_spare(self) -> float:
+        """Seconds until a token is spare if nobody else takes one (at least one token's time:
+        no busy polling while callers of `wait` keep the bucket in debt)."""
+        with self._lock:
+            missing = 1.0 - self._tokens
+        return max(missing, 1.0) / self.qps
 
 
 class ItemExponentialBackoff:

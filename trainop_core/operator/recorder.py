@@ -15,10 +15,11 @@ writes. What reaches the server follows client-go's EventCorrelator:
 
 Writes go through their own client but take their tokens from the operator's bucket (`bucket`):
 as upstream's, ``--kube-api-qps`` bounds every request the process makes. An event takes a token
-only when one is spare until it has waited `patience` seconds, then it queues for one like any
-request: a reconcile never waits behind events, and an event is written at most about `patience`
-seconds late unless the process is rate limited throughout. A full queue drops the event (logged);
-a failed write is logged: events are best effort, never a reason to fail or retry a reconcile.
+only when one is spare until it has waited `patience` seconds (30), then it queues for one like
+any request: while the limit holds the operator back, reconciles go first and events wait, and an
+event is written at most about `patience` seconds late unless the process is limited throughout.
+A full queue drops the event (logged); a failed write is logged: events are best effort, never a
+reason to fail or retry a reconcile.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ CACHE_SIZE = 4096  # client-go's LRU of correlated events
 SIMILAR_LIMIT = 10  # client-go: distinct messages before similar events are combined
 SIMILAR_INTERVAL = 600.0  # seconds
 COMBINED = "(combined from similar events): "
-PATIENCE = 5.0  # seconds an event waits for a spare token before queueing for one
+PATIENCE = 30.0  # seconds an event waits for a spare token before queueing for one
 
 Key = tuple[str, ...]
 
