@@ -97,3 +97,20 @@ def test_ten_similar_events_are_combined_as_upstreams_recorder_does(
     assert combined["count"] == 3
     assert combined["message"] == "(combined from similar events): Created pod: j-worker-11"
     assert [e["count"] for e in events[:-1]] == [1] * 9
+
+
+def test_the_recorder_remembers_a_bounded_number_of_events(
+    cluster: Cluster, client: KubeClient
+) -> None:
+    """Past its cache (client-go: 4,096), a repeat of a forgotten event is a new Event."""
+    recorder = EventRecorder(client, cache_size=2)
+    for message in ("a", "b", "c"):
+        recorder.record(job("j"), "Normal", "Reason", message, "c")
+        wait_for(lambda message=message: message in {e["message"] for e in written(client, "j")})
+    recorder.record(job("j"), "Normal", "Reason", "c", "c")  # remembered: its count goes up
+    recorder.record(job("j"), "Normal", "Reason", "a", "c")  # forgotten: a second Event
+    wait_for(lambda: len(written(client, "j")) == 4, what="a written again")
+    wait_for(lambda: sum(e["count"] for e in written(client, "j")) == 5, what="5 counted")
+    recorder.stop()
+    counts = sorted((e["message"], e["count"]) for e in written(client, "j"))
+    assert counts == [("a", 1), ("a", 1), ("b", 1), ("c", 2)]

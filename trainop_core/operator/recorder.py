@@ -24,6 +24,7 @@ reason to fail or retry a reconcile.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -76,9 +77,11 @@ class EventRecorder:
         bucket: TokenBucket | None = None,
         patience: float = PATIENCE,
         clock: Clock = time.monotonic,
+        cache_size: int = CACHE_SIZE,
     ) -> None:
         self.client = client
         self.queue_size = queue_size
+        self.cache_size = cache_size
         self.bucket = bucket
         self.patience = patience
         self._clock = clock
@@ -130,7 +133,7 @@ class EventRecorder:
         if similar is None or now - similar.since > SIMILAR_INTERVAL:
             similar = self._similar[similar_key] = _Similar(since=now)
         self._similar.move_to_end(similar_key)
-        while len(self._similar) > CACHE_SIZE:
+        while len(self._similar) > self.cache_size:
             self._similar.popitem(last=False)
         similar.messages.add(event["message"])
         if len(similar.messages) < SIMILAR_LIMIT:
@@ -145,8 +148,10 @@ class EventRecorder:
 
     def _evict(self) -> None:
         """Forget the least recently recorded Events beyond the cache size (never a busy one)."""
-        excess = len(self._entries) - CACHE_SIZE
-        for key in list(self._entries)[: max(0, excess)]:
+        excess = len(self._entries) - self.cache_size
+        if excess <= 0:
+            return
+        for key in list(itertools.islice(self._entries, excess)):
             if not self._entries[key].busy:
                 del self._entries[key]
 
