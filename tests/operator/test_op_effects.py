@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
@@ -141,3 +142,22 @@ def test_a_recreated_job_makes_the_guarded_status_write_lose_and_creates_nothing
     with pytest.raises(StatusConflict):
         applier.apply(cached, plan, None)
     assert pod_creations(cluster) == before
+
+
+def test_children_are_written_several_at_a_time_and_a_failure_spares_the_others(
+    cluster: Cluster,
+) -> None:
+    client = KubeClient(cluster.server.api_client(), qps=-1)
+    with ThreadPoolExecutor(4) as pool:
+        applier = Applier(
+            KIND, job_resource(KIND), client, EventRecorder(client), Expectations(),
+            OperatorMetrics(), pool=pool,
+        )  # fmt: skip
+        job = stored_job(cluster, "many")
+        pods = [pod(job, f"many-worker-{i}") for i in range(6)]
+        pods[3]["metadata"]["name"] = "Not_A_Valid_Name"
+        out = applier.apply(job, Plan(create_pods=pods, status=started()), None)
+    assert len(out.errors) == 1 and "Not_A_Valid_Name" in out.errors[0]
+    created = {p.metadata.name for p in cluster.core.list_namespaced_pod("default").items}
+    assert created >= {f"many-worker-{i}" for i in (0, 1, 2, 4, 5)}
+    assert applier.expectations.satisfied("PyTorchJob/default/many/pods") is False  # 5 to see

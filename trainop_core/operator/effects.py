@@ -5,6 +5,7 @@ but a plan that creates children writes the job (annotations, status) first. Its
 created only after the server has shown that the job still exists, with the cached uid and not
 being deleted: the answer to that write (guarded by the cached resourceVersion) shows it, so a
 job's first reconcile costs no extra request, and a plan that does not write the job reads it.
+Children are written several at a time when the applier has a writer pool (the manager's).
 Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
 that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
 create). AlreadyExists means our cache is behind: it is not an error, the job is simply requeued.
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from trainop_core.kinds.base import Kind
 from trainop_core.operator.expectations import Expectations
@@ -26,6 +28,7 @@ from trainop_core.operator.recorder import EventRecorder
 from trainop_core.planner.types import Plan
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 METRIC_COUNTERS = {
     "created": "jobs_created",
@@ -75,6 +78,8 @@ class Applier:
     expectations: Expectations
     metrics: OperatorMetrics
     pod_group_resource: Resource | None = None
+    # Writes a reconcile's children several at a time (upstream writes them one after another).
+    pool: Executor | None = None
 
     def apply(
         self,
@@ -166,7 +171,8 @@ class Applier:
             return
         self.expectations.expect(key, dels=len(names))
         ns = job["metadata"].get("namespace", "default")
-        for name in names:
+
+        def delete(name: str) -> None:
             try:
                 self.client.delete(res, ns, name)
                 self.record(
@@ -181,12 +187,15 @@ class Applier:
                     out.errors.append(f"delete {res.kind} {name}: {exc}")
                     self.record(job, "Warning", f"FailedDelete{res.kind}", f"Error deleting: {exc}")
 
+        self._each(delete, names)
+
     def _create(self, job: Obj, res: Resource, objs: list[Obj], key: str, out: Outcome) -> None:
         if not objs:
             return
         self.expectations.expect(key, adds=len(objs))
         ns = job["metadata"].get("namespace", "default")
-        for obj in objs:
+
+        def create(obj: Obj) -> None:
             name = obj.get("metadata", {}).get("name", "")
             try:
                 self.client.create(res, obj.get("metadata", {}).get("namespace") or ns, obj)
@@ -200,9 +209,21 @@ class Applier:
                 self.expectations.observed_creation(key)
                 if exc.already_exists:
                     out.cache_stale = True
-                    continue
+                    return
                 out.errors.append(f"create {res.kind} {name}: {exc}")
                 self.record(job, "Warning", f"FailedCreate{res.kind}", f"Error creating: {exc}")
+
+        self._each(create, objs)
+
+    def _each(self, call: Callable[[T], None], items: list[T]) -> None:
+        """`call` for every item, on the writer pool (several at once) when there is one; returns
+        when all are done. The token bucket still paces them."""
+        if self.pool is None or len(items) < 2:
+            for item in items:
+                call(item)
+            return
+        for future in [self.pool.submit(call, item) for item in items]:
+            future.result()
 
     def _pod_group(self, job: Obj, plan: Plan, current: Obj | None, out: Outcome) -> None:
         res = self.pod_group_resource
