@@ -156,10 +156,18 @@ class Informer:
     """Cache + handlers for one resource type. `start()` runs the loop until `stop` is set."""
 
     def __init__(
-        self, name: str, lw: ListWatch, min_watch_timeout: float = 300.0, backoff_cap: float = 30.0
+        self,
+        name: str,
+        lw: ListWatch,
+        min_watch_timeout: float = 300.0,
+        backoff_cap: float = 30.0,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
         self.name = name
         self.lw = lw
+        # What the cache keeps of each object (None: all of it but managedFields); handlers see
+        # the transformed objects too.
+        self.transform = transform
         self.min_watch_timeout = min_watch_timeout
         self.backoff_cap = backoff_cap
         self.lists = 0  # how many LISTs (tests and debugging)
@@ -282,7 +290,7 @@ class Informer:
         if kind in ("ADDED", "MODIFIED"):
             self._upsert(obj)
         elif kind == "DELETED":
-            self._remove(object_key(obj), obj)
+            self._remove(object_key(obj), self._kept(obj))
         if rv:
             self._rv = rv  # BOOKMARK included: that is what bookmarks are for
         return False
@@ -297,8 +305,14 @@ class Informer:
         for obj in fresh.values():
             self._upsert(obj)
 
-    def _upsert(self, obj: Obj) -> None:
+    def _kept(self, obj: Obj) -> Obj:
+        if self.transform is not None:
+            return self.transform(obj)
         obj.get("metadata", {}).pop("managedFields", None)  # never read; saves memory
+        return obj
+
+    def _upsert(self, obj: Obj) -> None:
+        obj = self._kept(obj)
         key = object_key(obj)
         with self._lock:
             old = self._store.get(key)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,7 +38,12 @@ from trainop_core.operator.kube import (
 )
 from trainop_core.operator.leader import LeaderElector, RestLeaseStore, new_identity
 from trainop_core.operator.metrics import OperatorMetrics
-from trainop_core.operator.observe import JOB_NAME_LABEL, controller_ref, owner_index
+from trainop_core.operator.observe import (
+    JOB_NAME_LABEL,
+    cached_child,
+    controller_ref,
+    owner_index,
+)
 from trainop_core.operator.options import Options
 from trainop_core.operator.recorder import EventRecorder
 from trainop_core.planner.types import PlanOptions
@@ -168,14 +174,20 @@ class Manager:
             read_margin=self.options.watch_read_timeout,
         )
 
-    def _informer(self, name: str, lw: ListWatch) -> Informer:
-        informer = Informer(name, lw, min_watch_timeout=self.options.watch_timeout)
+    def _informer(
+        self, name: str, lw: ListWatch, transform: Callable[[Obj], Obj] | None = None
+    ) -> Informer:
+        informer = Informer(
+            name, lw, min_watch_timeout=self.options.watch_timeout, transform=transform
+        )
         self.informers[name] = informer
         return informer
 
     def _build_controllers(self) -> None:
-        pods = self._informer("pods", self._list_watch(PODS, JOB_NAME_LABEL))
-        services = self._informer("services", self._list_watch(SERVICES, JOB_NAME_LABEL))
+        pods = self._informer("pods", self._list_watch(PODS, JOB_NAME_LABEL), cached_child)
+        services = self._informer(
+            "services", self._list_watch(SERVICES, JOB_NAME_LABEL), cached_child
+        )
         caches = Caches(pods, services)
         for informer in (pods, services):
             informer.add_index("owner", owner_index)
