@@ -85,7 +85,7 @@ class _RestWatch:
     def __init__(
         self, client: KubeClient, path: str, query: dict[str, Any], read_timeout: float
     ) -> None:
-        self._resp, self._lines = client.stream_lines(path, query, (10.0, read_timeout))
+        self._stream, self._lines = client.stream_lines(path, query, (10.0, read_timeout))
 
     def __iter__(self) -> Iterator[Obj]:
         for line in self._lines:
@@ -93,16 +93,7 @@ class _RestWatch:
             yield event
 
     def close(self) -> None:
-        # urllib3 >= 2.3: shutdown() interrupts a read blocked in another thread. Once the body
-        # was read to its end (a normal watch end) or a read failed, urllib3 has released the
-        # connection already and shutdown() raises RuntimeError: there is nothing to interrupt.
-        shutdown = getattr(self._resp, "shutdown", None)
-        if shutdown is not None:
-            with contextlib.suppress(RuntimeError, ValueError, OSError):
-                shutdown()
-        with contextlib.suppress(OSError):
-            self._resp.close()  # never hand a half-read connection back for reuse...
-        self._resp.release_conn()  # ...but give its pool slot back (a no-op once released)
+        self._stream.close()  # shuts the socket down: a read blocked in another thread returns
 
 
 class RestListWatch:

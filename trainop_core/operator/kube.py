@@ -1,25 +1,21 @@
-"""Raw JSON access to the Kubernetes API through the official client's `ApiClient.call_api`.
+"""Raw JSON access to the Kubernetes API over the operator's own connection (`connection.py`).
 
-Objects stay plain dicts (`_preload_content=False` + `json.loads`): the client's model
-deserialisation costs ~0.5 ms per pod, about 70x `json.loads`. Every request first takes a token
-from the client-side bucket (`--kube-api-qps`/`--kube-api-burst`; the Python client has none) and is
-counted in `rest_client_requests_total{verb,code}`.
+Objects stay plain dicts (`json.loads`): the official client's model deserialisation costs ~0.5 ms
+per pod, about 70x `json.loads`, and importing it ~55 MiB. Every request first takes a token from
+the client-side bucket (`--kube-api-qps`/`--kube-api-burst`) and is counted in
+`rest_client_requests_total{verb,code}`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-
+from trainop_core.operator.connection import Connection, Stream, TransportError, load_connection
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.ratelimit import TokenBucket
 
@@ -89,34 +85,20 @@ class ApiError(Exception):
         return self.status == 410
 
     @classmethod
-    def from_exception(cls, exc: ApiException) -> ApiError:
-        body = exc.body.decode() if isinstance(exc.body, bytes) else (exc.body or "")
+    def from_answer(cls, status: int, raw: bytes) -> ApiError:
+        """The error a non-2xx answer stands for (its Status reason and message, if any)."""
         try:
-            status: Obj = json.loads(body)
+            body: Any = json.loads(raw) if raw else {}
         except ValueError:
-            status = {}
-        if not isinstance(status, dict):
-            status = {}
-        return cls(
-            exc.status or 0,
-            str(status.get("reason", exc.reason or "")),
-            str(status.get("message", body)),
-        )
+            body = None
+        if not isinstance(body, dict):
+            return cls(status, "", raw.decode(errors="replace")[:500])
+        return cls(status, str(body.get("reason", "")), str(body.get("message", "")))
 
 
-def load_api_client(kubeconfig: str = "", pool_size: int = 16) -> k8s_client.ApiClient:
+def load_api_client(kubeconfig: str = "") -> Connection:
     """`--kubeconfig`, else $KUBECONFIG, else in-cluster, else ~/.kube/config."""
-    cfg = k8s_client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG", "")
-    if path:
-        k8s_config.load_kube_config(config_file=path, client_configuration=cfg)
-    else:
-        try:
-            k8s_config.load_incluster_config(client_configuration=cfg)
-        except k8s_config.ConfigException:
-            k8s_config.load_kube_config(client_configuration=cfg)
-    cfg.connection_pool_maxsize = pool_size
-    return k8s_client.ApiClient(cfg)
+    return load_connection(kubeconfig)
 
 
 class KubeClient:
@@ -124,13 +106,18 @@ class KubeClient:
 
     def __init__(
         self,
-        api_client: k8s_client.ApiClient,
+        api_client: Connection | Any,
         qps: float = 20.0,
         burst: int = 30,
         metrics: OperatorMetrics | None = None,
         stop: threading.Event | None = None,
     ) -> None:
-        self.api = api_client
+        """`api_client`: a Connection, or a ``kubernetes.client.ApiClient`` to adopt."""
+        self.api = (
+            api_client
+            if isinstance(api_client, Connection)
+            else Connection.from_api_client(api_client)
+        )
         self.bucket = TokenBucket(qps, burst)
         self.metrics = metrics
         self.stop = stop
@@ -180,76 +167,51 @@ class KubeClient:
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
     ) -> Obj:
         """One call; the decoded JSON answer. Raises ApiError (status 0 on transport failure)."""
-        resp = self._call(method, path, query, body, content_type, timeout)
+        self._admit()
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": JSON, "Content-Type": content_type}
         try:
-            data = resp.data
-        finally:
-            resp.release_conn()
-        decoded: Obj = json.loads(data) if data else {}
+            status, raw = self.api.request(method, _target(path, query), data, headers, timeout)
+        except TransportError as exc:
+            self._count(method, "<error>")
+            raise ApiError(0, "TransportError", str(exc)) from exc
+        self._count(method, str(status))
+        if status >= 300:
+            raise ApiError.from_answer(status, raw)
+        decoded: Obj = json.loads(raw) if raw else {}
         return decoded
 
     def stream_lines(
         self, path: str, query: dict[str, Any], timeout: tuple[float, float]
-    ) -> tuple[urllib3.BaseHTTPResponse, Iterator[bytes]]:
-        """Open a streaming GET (a watch): the response (close it to stop) and its lines."""
-        resp = self._call("GET", path, query, None, JSON, timeout)
-        return resp, _iter_lines(resp)
+    ) -> tuple[Stream, Iterator[bytes]]:
+        """Open a streaming GET (a watch): the stream (close it to stop) and its lines."""
+        self._admit()
+        try:
+            stream = self.api.stream(_target(path, query), {"Accept": JSON}, timeout)
+        except TransportError as exc:
+            self._count("GET", "<error>")
+            raise ApiError(0, "TransportError", str(exc)) from exc
+        self._count("GET", str(stream.status))
+        if stream.status >= 300:
+            raise ApiError.from_answer(stream.status, stream.read_all())
+        return stream, stream.lines()
 
-    def _call(
-        self,
-        method: str,
-        path: str,
-        query: dict[str, Any] | None,
-        body: Obj | None,
-        content_type: str,
-        timeout: tuple[float, float],
-    ) -> urllib3.BaseHTTPResponse:
+    def _admit(self) -> None:
         if self._fenced:
             raise ApiError(0, "Fenced", "this process lost its lease")
         self.bucket.wait(self.stop)
-        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v not in (None, "")]
-        try:
-            resp: urllib3.BaseHTTPResponse = self.api.call_api(
-                path,
-                method,
-                query_params=params,
-                body=body,
-                header_params={"Content-Type": content_type, "Accept": JSON},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=timeout,
-            )
-        except ApiException as exc:
-            error = ApiError.from_exception(exc)
-            self._count(method, str(error.status) if error.status else "<error>")
-            raise error from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            self._count(method, "<error>")
-            raise ApiError(0, type(exc).__name__, str(exc)) from exc
-        self._count(method, str(resp.status))
-        return resp
 
     def _count(self, verb: str, code: str) -> None:
         if self.metrics:
             self.metrics.rest_requests.inc(verb=verb, code=code)
 
 
+def _target(path: str, query: dict[str, Any] | None) -> str:
+    pairs = [(k, _query_value(v)) for k, v in (query or {}).items() if v not in (None, "")]
+    return f"{path}?{urllib.parse.urlencode(pairs)}" if pairs else path
+
+
 def _query_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _iter_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
-    """Newline-delimited frames of a chunked watch response, as they arrive."""
-    buffer = b""
-    chunks = resp.read_chunked() if getattr(resp, "chunked", False) else resp.stream(None)
-    for chunk in chunks:
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buffer.strip():
-        yield buffer
