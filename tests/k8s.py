@@ -11,6 +11,13 @@ afterwards. Registered for every suite by ``tests/conftest.py``. Fixtures:
   driven); give it rules with ``k8s_kubelet.rules[:] = [Rule(...)]``.
 * ``k8s``: a :class:`K8s` bundling the above, with ``operator(...)`` to run the in-process operator
   on the namespace (as admin, or as whoever a token authenticates).
+* ``k8s_proxy``: a :class:`FaultProxy` in front of the session's control plane (faults, counters).
+* ``compactable_plane`` (session, started on first use): a second control plane without the watch
+  cache or kube-controller-manager, where ``compact_etcd()`` makes a real 410 Gone, and where no
+  PodGroup CRD is ever installed.
+
+The session's control plane serves the PodGroup CRDs of both gang schedulers (Volcano and
+scheduler-plugins) from the start, so kube-controller-manager's garbage collector knows them.
 """
 
 from __future__ import annotations
@@ -28,8 +35,15 @@ import pytest
 from trainop_core.crds import all_crds
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.testing.controlplane import ControlPlane, ControlPlaneError
+from trainop_core.testing.faultproxy import FaultProxy
 from trainop_core.testing.kubelet import Kubelet
 from trainop_core.testing.rest import Rest, RestError
+
+#: gang scheduler name -> the (group, version) of its PodGroup CRD
+PODGROUP_APIS = {
+    "volcano": ("scheduling.volcano.sh", "v1beta1"),
+    "scheduler-plugins": ("scheduling.x-k8s.io", "v1alpha1"),
+}
 
 
 def fast_operator_options(namespace: str, **overrides: Any) -> Any:
@@ -66,18 +80,29 @@ class K8s:
         """The admin's kubeconfig (for kubectl and subprocesses)."""
         return self.control_plane.kubeconfig
 
+    def kubeconfig_here(self, path: Path, token: str | None = None) -> Path:
+        """A kubeconfig whose context's namespace is this test's (admin unless `token`)."""
+        cp = self.control_plane
+        return cp.kubeconfig_for(token or cp.admin_token, path, namespace=self.namespace)
+
     def api_client(self, token: str | None = None) -> Any:
         """A ``kubernetes.client.ApiClient`` (admin unless `token`)."""
         return self.control_plane.api_client(token)
 
     @contextmanager
-    def operator(self, token: str | None = None, **options: Any) -> Iterator[Any]:
+    def operator(
+        self, token: str | None = None, proxy: FaultProxy | None = None, **options: Any
+    ) -> Iterator[Any]:
         """The in-process operator (a Manager on a thread) watching this namespace, for the
-        length of a ``with`` block; `options` override :func:`fast_operator_options`."""
+        length of a ``with`` block, through `proxy` if given; `options` override
+        :func:`fast_operator_options`."""
         from clusters import running_operator
 
         opts = fast_operator_options(self.namespace, **options)
-        client = self.api_client(token)
+        if proxy is not None:
+            client = proxy.api_client(token or self.control_plane.admin_token)
+        else:
+            client = self.api_client(token)
         try:
             with running_operator(client, self.registry, opts) as manager:
                 yield manager
@@ -91,10 +116,35 @@ class K8s:
         return f"{base}/{name}" if name else base
 
 
-def start_control_plane(registry: KindRegistry, **kwargs: Any) -> ControlPlane:
-    """A started control plane with `registry`'s CRDs; a missing binary fails the test."""
+def pod_group_crd(group: str, version: str) -> dict[str, Any]:
+    """A PodGroup CRD as a gang scheduler installs it (schema: anything goes)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"podgroups.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup",
+                      "listKind": "PodGroupList"},
+            "versions": [{"name": version, "served": True, "storage": True,
+                          "subresources": {"status": {}},
+                          "schema": {"openAPIV3Schema": {
+                              "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+        },
+    }  # fmt: skip
+
+
+def start_control_plane(
+    registry: KindRegistry, *, pod_groups: bool = False, **kwargs: Any
+) -> ControlPlane:
+    """A started control plane with `registry`'s CRDs (and the PodGroup CRDs); a missing binary
+    fails the test."""
+    crds = all_crds(registry.kinds)
+    if pod_groups:
+        crds += [pod_group_crd(*api) for api in PODGROUP_APIS.values()]
     try:
-        return ControlPlane(crds=all_crds(registry.kinds), **kwargs).start()
+        return ControlPlane(crds=crds, **kwargs).start()
     except ControlPlaneError as exc:
         failure = str(exc)
     pytest.fail(f"the real Kubernetes control plane did not start:\n{failure}", pytrace=False)
@@ -120,9 +170,24 @@ def delete_namespace(cp: ControlPlane, namespace: str) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    cp = start_control_plane(build_registry(entry_points=False))
+    cp = start_control_plane(build_registry(entry_points=False), pod_groups=True)
     yield cp
     cp.stop()
+
+
+@pytest.fixture(scope="session")
+def compactable_plane() -> Iterator[ControlPlane]:
+    cp = start_control_plane(
+        build_registry(entry_points=False), controller_manager=False, watch_cache=False
+    )
+    yield cp
+    cp.stop()
+
+
+@pytest.fixture
+def k8s_proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    with FaultProxy.for_control_plane(control_plane) as proxy:
+        yield proxy
 
 
 @pytest.fixture

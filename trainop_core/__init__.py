@@ -35,10 +35,13 @@ from trainop_core.client import (
 )
 from trainop_core.errors import (
     AlreadyExistsError,
+    DamagedJobError,
     InvalidJobError,
+    InvalidNameError,
     JobTimeoutError,
     NotFoundError,
     Problem,
+    StateError,
     TerminalError,
     TrainopError,
 )
@@ -52,7 +55,9 @@ __all__ = [
     "AdmissionWarning",
     "AlreadyExistsError",
     "CleanPodPolicy",
+    "DamagedJobError",
     "InvalidJobError",
+    "InvalidNameError",
     "JobCondition",
     "JobStatus",
     "JobTimeoutError",
@@ -63,6 +68,7 @@ __all__ = [
     "RestartPolicy",
     "RunPolicy",
     "SchedulingPolicy",
+    "StateError",
     "TerminalError",
     "TrainingClient",
     "TrainingJob",

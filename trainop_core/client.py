@@ -7,18 +7,21 @@ as an object implementing `trainop_core.backends.base.Backend` (tests inject fak
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import warnings
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from trainop_core.api.admission import AdmissionWarning, admission_warnings
 from trainop_core.api.job import TrainingJob
+from trainop_core.api.names import check_job_ref, check_namespace, check_replica
 from trainop_core.api.types import ConditionType
-from trainop_core.backends.base import Backend, LogLine, Recoverable, Waiter
-from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem
+from trainop_core.backends.base import Backend, Followable, LogLine, Recoverable, Waiter
+from trainop_core.errors import DamagedJobError, InvalidJobError, JobTimeoutError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.conditions import is_finished as status_finished
 from trainop_core.planner.conditions import is_true
@@ -45,6 +48,7 @@ class TrainingClient:
         # Optional capabilities, resolved once.
         self._recoverable = backend if isinstance(backend, Recoverable) else None
         self._waiter = backend if isinstance(backend, Waiter) else None
+        self._followable = backend if isinstance(backend, Followable) else None
 
     @property
     def default_namespace(self) -> str:
@@ -52,8 +56,12 @@ class TrainingClient:
         (the kubeconfig context's namespace on Kubernetes), else "default"."""
         return str(getattr(self.backend, "default_namespace", "") or "default")
 
-    def _ns(self, namespace: str | None) -> str:
-        return namespace or self.default_namespace
+    def _ref(self, name: str, namespace: str | None) -> str:
+        """The namespace to use for `name`; InvalidNameError before any backend is asked if
+        either could never name a job (so no lookup reaches outside the backend's store)."""
+        namespace = namespace or self.default_namespace
+        check_job_ref(name, namespace)
+        return namespace
 
     def create(
         self,
@@ -69,20 +77,25 @@ class TrainingClient:
         an `AdmissionWarning` (Python's `warnings`) for each warning upstream's webhook would
         give, such as a deprecated field; the job is created all the same. Relative
         paths in the job (e.g. `command: [python, train.py]`) resolve against `workdir` if given,
-        else the job file's directory when created from a file, else the current directory.
+        else the job file's directory when created from a file, else the current directory
+        (the backend is then told none was chosen: the Ray backend ships that directory to the
+        cluster and says so).
         """
         kind, prepared, origin = prepare_source(job, namespace)
         for warning in admission_warnings(prepared, kind):
             warnings.warn(AdmissionWarning(str(warning)), stacklevel=2)
-        where = Path(workdir).resolve() if workdir is not None else origin
+        chosen = workdir is not None or _as_path(job) is not None
+        where = (Path(workdir).resolve() if workdir is not None else origin) if chosen else None
         return self.backend.create(prepared, kind, workdir=where)
 
     def get(self, name: str, namespace: str | None = None) -> TrainingJob:
         """The job with its current status; NotFoundError if there is none."""
-        return self.backend.get(name, self._ns(namespace))
+        return self.backend.get(name, self._ref(name, namespace))
 
     def list(self, namespace: str | None = None) -> list[TrainingJob]:
         """Jobs of one namespace, or of all namespaces when None."""
+        if namespace is not None:
+            check_namespace(namespace)
         return self.backend.list(namespace)
 
     def wait(
@@ -98,24 +111,31 @@ class TrainingClient:
         NotFoundError if the job does not exist or is deleted meanwhile. On the local backend a
         job whose supervisor died is taken over by a new one (see `backends.local.supervisor`).
         `poll` is the polling interval for backends that cannot watch."""
+        namespace = self._ref(name, namespace)
         if self._waiter is not None:
-            return self._waiter.wait(name, self._ns(namespace), timeout)
-        namespace = self._ns(namespace)
+            return self._waiter.wait(name, namespace, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            job = self.get(name, namespace)
-            if is_finished(job):
-                return job
-            if self._recoverable is not None and supervisor_lost(job):
-                self._recoverable.recover(name, namespace)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise JobTimeoutError(
-                    f"job {namespace}/{name} did not finish within {timeout:g} s "
-                    f"(state {job_state(job)}); it is still running"
-                )
-            time.sleep(
-                poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
-            )
+        with self._following(name, namespace):
+            while True:
+                job = self.get(name, namespace)
+                if is_finished(job):
+                    return job
+                if damage(job):
+                    raise DamagedJobError(damage(job))
+                if self._recoverable is not None and supervisor_lost(job):
+                    self._recoverable.recover(name, namespace)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise JobTimeoutError(
+                        f"job {namespace}/{name} did not finish within {timeout:g} s "
+                        f"(state {job_state(job)}); it is still running"
+                    )
+                left = poll if deadline is None else deadline - time.monotonic()
+                time.sleep(max(0.0, min(poll, left)))
+
+    def _following(self, name: str, namespace: str) -> AbstractContextManager[None]:
+        if self._followable is None:
+            return contextlib.nullcontext()
+        return self._followable.following(name, namespace)
 
     def logs(
         self,
@@ -126,29 +146,32 @@ class TrainingClient:
     ) -> Iterator[LogLine]:
         """Replicas' output lines tagged with their replica ("master-0"); only `replica`'s if
         given. With `follow`, streams until the job has finished."""
+        namespace = self._ref(name, namespace)
+        if replica is not None:
+            check_replica(replica)
         if follow and self._recoverable is not None:
-            self._recoverable.recover(name, self._ns(namespace))
-        return self.backend.logs(name, self._ns(namespace), replica, follow)
+            self._recoverable.recover(name, namespace)
+        return self.backend.logs(name, namespace, replica, follow)
 
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every replica and remove the job, logs included. NotFoundError if it does not
         exist (not idempotent, like `kubectl delete`: a second call raises)."""
-        self.backend.delete(name, self._ns(namespace))
+        self.backend.delete(name, self._ref(name, namespace))
 
     def stop(
         self, name: str, namespace: str | None = None, reason: str = "stopped by user"
     ) -> None:
         """Stop every replica of an unfinished job and record it Failed with `reason`; the job
         stays until deleted. Idempotent."""
-        self.backend.stop(name, self._ns(namespace), reason)
+        self.backend.stop(name, self._ref(name, namespace), reason)
 
     def suspend(self, name: str, namespace: str | None = None) -> None:
         """Set spec.runPolicy.suspend: every replica is stopped, the job waits for `resume`."""
-        self.backend.set_suspended(name, self._ns(namespace), True)
+        self.backend.set_suspended(name, self._ref(name, namespace), True)
 
     def resume(self, name: str, namespace: str | None = None) -> None:
         """Clear spec.runPolicy.suspend: replicas start again (activeDeadline clock restarts)."""
-        self.backend.set_suspended(name, self._ns(namespace), False)
+        self.backend.set_suspended(name, self._ref(name, namespace), False)
 
 
 # --- helpers integrations use ---------------------------------------------------------------------
@@ -208,6 +231,13 @@ def supervisor_lost(job: TrainingJob) -> bool:
     return annotations.get("local.trainop.dev/supervisor") == "lost"
 
 
+def damage(job: TrainingJob) -> str:
+    """What is wrong with a job whose stored state cannot be read (a stand-in the local backend
+    lists so that it can be seen and deleted); "" for a sound job."""
+    annotations = job.metadata.annotations or {}
+    return annotations.get("local.trainop.dev/damaged", "")
+
+
 # --- input ----------------------------------------------------------------------------------------
 def prepare_source(
     source: JobSource, namespace: str | None = None
@@ -216,8 +246,8 @@ def prepare_source(
     from trainop_core.api.validation import prepare
 
     path = _as_path(source)
-    workdir = path.resolve().parent if path is not None else Path(os.getcwd())
     kind, job = prepare(path if path is not None else source)
+    workdir = path.resolve().parent if path is not None else Path(os.getcwd())
     if namespace is not None:
         _set_namespace(job, namespace, str(path or ""))
     return kind, job, workdir
@@ -226,9 +256,17 @@ def prepare_source(
 def _as_path(source: JobSource) -> Path | None:
     if isinstance(source, Path):
         return source
-    if isinstance(source, str) and "\n" not in source and not source.lstrip().startswith("{"):
+    if isinstance(source, str) and source.strip() and _one_line_name(source):
         return Path(source)
     return None
+
+
+def _one_line_name(text: str) -> bool:
+    """Could this be a file name (else it is YAML/JSON text)?"""
+    from trainop_core.api.load import MAX_PATH_CHARS
+
+    flow = text.lstrip().startswith("{")
+    return not flow and "\n" not in text and "\0" not in text and len(text) <= MAX_PATH_CHARS
 
 
 def _set_namespace(job: TrainingJob, namespace: str, origin: str) -> None:
@@ -240,6 +278,8 @@ def _set_namespace(job: TrainingJob, namespace: str, origin: str) -> None:
     from trainop_core.api.validation import check_metadata
 
     problems = check_metadata(job.name, namespace)
+    if not isinstance(namespace, str):
+        problems.append(Problem("metadata.namespace", f"expected a string, got {namespace!r}"))
     if problems:
         raise InvalidJobError(problems, source=origin, job=f"{job.kind}/{job.name}")
     job.metadata.namespace = namespace

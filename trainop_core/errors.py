@@ -54,3 +54,18 @@ class AlreadyExistsError(TerminalError):
 
 class JobTimeoutError(TrainopError):
     """Waiting for a job ran out of time; the job itself may still be running."""
+
+
+class InvalidNameError(TerminalError):
+    """A job name, namespace or replica name that no job can have (e.g. "../x"): refused before
+    any backend looks anything up, so no lookup can reach outside its store."""
+
+
+class DamagedJobError(TrainopError):
+    """The job exists but its stored state cannot be read; the message says which file and how
+    to remove the job."""
+
+
+class StateError(TrainopError):
+    """The backend's own state cannot be read or written (a read-only or full disk, a permission
+    error); the message names the path and the cause."""

@@ -12,6 +12,8 @@ PROBE = """
 import sys
 import trainop_core, trainop_core.planner, trainop_core.kinds.table, trainop_core.gang
 import trainop_core.decorators, trainop_core.cli.render_cmd
+import trainop_core.client, trainop_core.backends, trainop_core.backends.process.kubelet
+import trainop_core.cli.main; trainop_core.cli.main.build_parser()
 loaded = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1:]))
 print(",".join(loaded))
 """

@@ -3,24 +3,27 @@
 Two derivations, both from the operator itself: the resources its code declares (the REST
 resources in `trainop_core.operator.kube` plus one per enabled kind), and every request it really
 sends while running jobs of every kind to completion and TTL deletion, with leader election and
-gang scheduling on, against the in-process API server.
+gang scheduling on. That run is against the real kube-apiserver, with the manifests of `operator/`
+applied to it (`kubectl apply --server-side`) and the operator authenticated as their
+ServiceAccount, not as admin: a verb the role lacks is a 403 from the server, and a test fails.
 """
 
 from __future__ import annotations
 
+import copy
+import subprocess
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
+import yaml
 from builders import make_job
-from clusters import install_crds, running_operator
-from deploy_manifests import find, kustomize
+from deploy_manifests import Manifest, find, kustomize
+from k8s import K8s
 
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator import kube
-from trainop_core.operator.options import LeaseTimings, Options
-from trainop_core.testing import ApiServer, Kubelet, Rule
+from trainop_core.testing.faultproxy import FaultProxy
+from trainop_core.testing.kubelet import Rule
 
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 PLUGINS_SCHEDULER = "scheduler-plugins-scheduler"
@@ -57,25 +60,7 @@ def test_the_role_has_no_wildcards_and_no_secrets() -> None:
         assert resource not in ("secrets", "configmaps", "pods/exec", "roles", "rolebindings")
 
 
-# --- every request a running operator sends -------------------------------------------------------
-def pod_group_crd() -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
-        "spec": {
-            "group": "scheduling.x-k8s.io",
-            "scope": "Namespaced",
-            "names": {"kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups",
-                      "singular": "podgroup"},
-            "versions": [{"name": "v1alpha1", "served": True, "storage": True,
-                          "subresources": {"status": {}},
-                          "schema": {"openAPIV3Schema": {
-                              "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
-        },
-    }  # fmt: skip
-
-
+# --- the manifests on a real server ---------------------------------------------------------------
 JOBS = {
     "TFJob": make_job("TFJob", "tf").chief().workers(1),
     "PyTorchJob": make_job("PyTorchJob", "pt").master().workers(1),
@@ -83,50 +68,105 @@ JOBS = {
     "XGBoostJob": make_job("XGBoostJob", "xgb").master().workers(1),
     "JAXJob": make_job("JAXJob", "j", replica_field="jaxReplicaSpecs", container="jax").workers(2),
 }
+SERVICE_ACCOUNT = "training-operator"
 
 
-@pytest.fixture
-def cluster(registry: KindRegistry) -> Iterator[ApiServer]:
-    with ApiServer(bookmark_interval=0.5) as server, Kubelet(server, [Rule(run_seconds=0.2)]):
-        install_crds(server, registry, extra=[pod_group_crd()])
-        yield server
+def manifests_for(overlay: str, namespace: str) -> list[Manifest]:
+    """`overlay`'s manifests moved from `kubeflow` into `namespace`; cluster-scoped RBAC objects
+    renamed after it, so every test has its own (the CRDs are the session's, unchanged)."""
+    moved = []
+    for manifest in copy.deepcopy(kustomize(overlay)):
+        meta = manifest["metadata"]
+        if manifest["kind"] == "Namespace":
+            meta["name"] = namespace
+        elif meta.get("namespace") == "kubeflow":
+            meta["namespace"] = namespace
+        if manifest["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            meta["name"] = f"{namespace}-{meta['name']}"
+        if manifest["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            for subject in manifest["subjects"]:
+                subject["namespace"] = namespace
+            if manifest["roleRef"]["kind"] == "ClusterRole":
+                manifest["roleRef"]["name"] = f"{namespace}-{manifest['roleRef']['name']}"
+        moved.append(manifest)
+    return moved
 
 
-def operator_options() -> Options:
-    return Options(
-        gang_scheduler_name=PLUGINS_SCHEDULER,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        leader_elect=True,
-        leader_election_namespace="default",
-        lease=LeaseTimings(3.0, 2.0, 0.2),
-    )
+def kubectl(k8s: K8s, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", str(k8s.kubeconfig), *args],
+        input=stdin, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
-def job_count(server: ApiServer, registry: KindRegistry) -> int:
-    store = server.store
-    return sum(
-        len(store.list(store.resource(k.plural, "kubeflow.org"), None).items)
-        for k in registry.kinds
-    )
+def apply(k8s: K8s, manifests: list[Manifest]) -> str:
+    """`kubectl apply --server-side` as the README says to install the operator."""
+    return kubectl(k8s, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(manifests))
 
 
-@pytest.mark.slow
-def test_every_request_of_a_running_operator_is_granted(
-    cluster: ApiServer, registry: KindRegistry
+def operator_token(k8s: K8s) -> str:
+    """A token of the ServiceAccount the manifests created (TokenRequest API)."""
+    path = f"/api/v1/namespaces/{k8s.namespace}/serviceaccounts/{SERVICE_ACCOUNT}/token"
+    answer = k8s.rest.create(path, {"spec": {"expirationSeconds": 3600}})
+    return str(answer["status"]["token"])
+
+
+def job_count(k8s: K8s, registry: KindRegistry) -> int:
+    return sum(len(k8s.rest.get(k8s.job_path(k.plural))["items"]) for k in registry.kinds)
+
+
+def used_grants(proxy: FaultProxy, registry: KindRegistry) -> set[Grant]:
+    groups = {plural: group for group, plural in declared_resources(registry)}
+    groups["podgroups"] = "scheduling.x-k8s.io"  # scheduler-plugins' (gang_scheduler_name)
+    return {(groups[resource], resource, verb) for verb, resource in proxy.stats.requests}
+
+
+@pytest.mark.parametrize("overlay", ["overlays/standalone", "overlays/namespaced"])
+def test_the_manifests_apply_to_a_real_server_and_grant_their_service_account(
+    k8s: K8s, overlay: str
 ) -> None:
-    store = cluster.store
+    out = apply(k8s, manifests_for(overlay, k8s.namespace))
+    assert "deployment.apps/training-operator serverside-applied" in out
+    assert f"serviceaccount/{SERVICE_ACCOUNT} serverside-applied" in out
+    who = f"system:serviceaccount:{k8s.namespace}:{SERVICE_ACCOUNT}"
+
+    def can(verb: str, resource: str, namespace: str, *more: str) -> str:
+        done = subprocess.run(
+            ["kubectl", "--kubeconfig", str(k8s.kubeconfig), "auth", "can-i", verb, resource,
+             "-n", namespace, "--as", who, *more],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    assert can("create", "pods", k8s.namespace) == "yes"
+    assert can("update", "pytorchjobs", k8s.namespace, "--subresource=status") == "yes"
+    assert can("update", "pytorchjobs", k8s.namespace) == "no"  # the spec is the user's
+    assert can("get", "secrets", k8s.namespace) == "no"
+    elsewhere = "yes" if overlay.endswith("standalone") else "no"  # a Role stays in its namespace
+    assert can("create", "pods", "kube-system") == elsewhere
+
+
+def test_every_request_of_a_running_operator_is_granted(
+    k8s: K8s, k8s_proxy: FaultProxy, registry: KindRegistry
+) -> None:
+    """Every kind to completion and TTL deletion, leader election and gang scheduling on, as the
+    manifests' ServiceAccount: the server refuses nothing, and nothing outside the role is sent."""
+    apply(k8s, manifests_for("overlays/standalone", k8s.namespace))
     for kind, builder in JOBS.items():
         job = builder.run_policy(ttlSecondsAfterFinished=0, cleanPodPolicy="All").build()
-        store.create(store.resource(registry.get(kind).plural, "kubeflow.org"), "default", job)
-    with running_operator(cluster, registry, operator_options()):
-        deadline = time.monotonic() + 60
-        while job_count(cluster, registry) and time.monotonic() < deadline:
-            time.sleep(0.1)  # finished, cleaned up, then deleted by TTL
-        assert job_count(cluster, registry) == 0, "the operator did not finish every job"
-    groups = {plural: group for group, plural in declared_resources(registry)}
-    groups["podgroups"] = "scheduling.x-k8s.io"  # only scheduler-plugins' CRD is installed
-    used = {(groups[resource], resource, verb) for verb, resource in cluster.stats.requests}
+        k8s.rest.create(k8s.job_path(registry.get(kind).plural), job)
+    k8s.kubelet.rules[:] = [Rule(run_seconds=0.2)]
+    options = {"gang_scheduler_name": PLUGINS_SCHEDULER, "leader_elect": True}
+    with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy, **options):
+        deadline = time.monotonic() + 120
+        while job_count(k8s, registry) and time.monotonic() < deadline:
+            time.sleep(0.2)  # finished, cleaned up, then deleted by TTL
+        assert job_count(k8s, registry) == 0, "the operator did not finish every job"
+    refused = {key: n for key, n in k8s_proxy.stats.answers.items() if key[2] == 403}
+    assert not refused, f"the server refused the operator's requests: {refused}"
+    used = used_grants(k8s_proxy, registry)
     missing = used - granted()
     assert not missing, f"the operator sent requests its ClusterRole does not allow: {missing}"
     # The scenario really exercised the interesting paths (else this test proves little).
@@ -134,3 +174,23 @@ def test_every_request_of_a_running_operator_is_granted(
                    "delete"), ("coordination.k8s.io", "leases", "update"),
                    ("scheduling.x-k8s.io", "podgroups", "create")]:  # fmt: skip
         assert needed in used, needed
+
+
+def test_a_verb_missing_from_the_role_is_refused_by_the_server(
+    k8s: K8s, k8s_proxy: FaultProxy
+) -> None:
+    """The check above is real: without `create` on pods, the job gets no pods, and the server
+    says why."""
+    manifests = manifests_for("overlays/standalone", k8s.namespace)
+    role = next(m for m in manifests if m["kind"] == "ClusterRole")
+    for rule in role["rules"]:
+        if "pods" in rule["resources"]:
+            rule["verbs"].remove("create")
+    apply(k8s, manifests)
+    k8s.rest.create(k8s.job_path("pytorchjobs"), copy.deepcopy(JOBS["PyTorchJob"]).build())
+    with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy):
+        deadline = time.monotonic() + 60
+        while not k8s_proxy.stats.answers[("create", "pods", 403)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert k8s_proxy.stats.answers[("create", "pods", 403)] >= 1
+    assert not k8s.rest.get(f"/api/v1/namespaces/{k8s.namespace}/pods")["items"]

@@ -37,6 +37,7 @@ from flytekit.models.core import identifier as ids
 from flytekit.models.literals import LiteralMap
 from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
 from flytekit.tools.translator import get_serializable
+from k8s import K8s
 from trainop_flyte.connector import TASK_TYPE, TASK_TYPE_VERSION
 
 from trainop_core.client import TrainingClient
@@ -46,7 +47,6 @@ pytest.importorskip("grpc_health", reason="needs flytekit[connector]")
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-NAMESPACE = "proj-dev"
 CATEGORY = agent_pb2.TaskCategory(name=TASK_TYPE, version=TASK_TYPE_VERSION)
 TERMINAL = (TaskExecution.SUCCEEDED, TaskExecution.FAILED, TaskExecution.ABORTED)
 
@@ -260,28 +260,29 @@ def test_a_failing_replica_fails_the_served_task_with_its_reason(
 # --- Kubernetes ----------------------------------------------------------------------------------
 @dataclass
 class Kube:
-    """A cluster with the trainop operator: its kubeconfig, and `pods(rules)` making its pods run
-    (and write logs) as the rules say while the block lasts."""
+    """A cluster with the trainop operator: its kubeconfig, the namespace the tasks run in, and
+    `pods(rules)` making its pods run (and write logs) as the rules say while the block lasts."""
 
     kubeconfig: Path
+    namespace: str
     pods: Callable[[list[Any]], contextlib.AbstractContextManager[Any]]
 
 
 @pytest.fixture
-def kube(tmp_path: Path) -> Iterator[Kube]:
-    pytest.importorskip("kubernetes")
-    testing = pytest.importorskip("trainop_core.testing")
-    from clusters import install_crds, running_operator
+def kube(k8s: K8s) -> Iterator[Kube]:
+    """The real kube-apiserver (the session's control plane), the test's namespace, the operator
+    on it, and the kubelet stand-in's rules."""
 
-    from trainop_core.kinds.table import build_registry
+    @contextlib.contextmanager
+    def pods(rules: list[Any]) -> Iterator[None]:
+        k8s.kubelet.rules[:] = rules
+        try:
+            yield
+        finally:
+            k8s.kubelet.rules[:] = []
 
-    registry = build_registry(entry_points=False)
-    with testing.ApiServer() as api:
-        install_crds(api, registry)
-        api.store.create(api.store.resource("namespaces"), "", {"metadata": {"name": NAMESPACE}})
-        with running_operator(api, registry):
-            kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-            yield Kube(Path(kubeconfig), lambda rules: testing.Kubelet(api, rules))
+    with k8s.operator():
+        yield Kube(k8s.kubeconfig, k8s.namespace, pods)
 
 
 @pytest.fixture
@@ -306,12 +307,14 @@ def test_the_served_connector_creates_follows_and_deletes_a_kubernetes_job(
 
     prefix = "s3://bucket/metadata/proj/dev/run/n0/data/0"
     with kube.pods([Rule(run_seconds=0.3)]):
-        meta = create(kube_service, flyte_tasks.rank_sum, prefix, NAMESPACE, literals(offset=1))
+        meta = create(
+            kube_service, flyte_tasks.rank_sum, prefix, kube.namespace, literals(offset=1)
+        )
         name, namespace = job_of(meta)
         job = cluster_client(kube).get(name, namespace).to_dict()
         resource = poll(kube_service, meta)
 
-    assert namespace == NAMESPACE
+    assert namespace == kube.namespace
     assert job["metadata"]["labels"]["execution-id"].startswith("run")
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
         (container,) = spec["template"]["spec"]["containers"]
@@ -320,7 +323,7 @@ def test_the_served_connector_creates_follows_and_deletes_a_kubernetes_job(
         assert spec["restartPolicy"] == "Never"
     assert resource.phase == TaskExecution.SUCCEEDED, resource.message
     links = {link.name: link.uri for link in resource.log_links}
-    assert links[f"{name} master-0"] == f"https://logs.example/{NAMESPACE}/{name}/master-0"
+    assert links[f"{name} master-0"] == f"https://logs.example/{kube.namespace}/{name}/master-0"
 
     delete(kube_service, meta)
     delete(kube_service, meta)
@@ -339,7 +342,7 @@ def test_a_failed_pod_fails_the_served_kubernetes_task_with_its_log(
         Rule("*", run_seconds=None, log="training...\n"),
     ]
     with kube.pods(rules):
-        meta = create(kube_service, flyte_tasks.worker_fails_by_default, "s3://b/x", NAMESPACE)
+        meta = create(kube_service, flyte_tasks.worker_fails_by_default, "s3://b/x", kube.namespace)
         resource = poll(kube_service, meta)
         delete(kube_service, meta)
 

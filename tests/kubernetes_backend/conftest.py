@@ -1,56 +1,41 @@
-"""A real HTTP API server per test (trainop_core.testing), the CRDs applied, and a backend on it.
+"""The real kube-apiserver (the session's control plane), a fresh namespace per test, and a
+backend on it that reaches the server through a fault proxy, with a kubeconfig whose context's
+namespace is the test's.
 
 Tests that do not run the operator use `backend_cluster.Cluster` to play its part.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from backend_cluster import Cluster
-from clusters import install_crds
 
 from trainop_core.backends.kubernetes import KubernetesBackend
-from trainop_core.kinds.base import Kind
-from trainop_core.kinds.table import KindRegistry, build_registry
-from trainop_core.testing import ApiServer, Kubelet
+from trainop_core.kinds.table import KindRegistry
+from trainop_core.testing.controlplane import ControlPlane
+from trainop_core.testing.faultproxy import FaultProxy
+from trainop_core.testing.kubelet import Kubelet
 
 
 @pytest.fixture
-def registry() -> KindRegistry:
-    return build_registry(entry_points=False)
+def cluster(
+    control_plane: ControlPlane, k8s_namespace: str, k8s_kubelet: Kubelet, registry: KindRegistry
+) -> Cluster:
+    return Cluster(control_plane, k8s_namespace, registry, k8s_kubelet)
 
 
 @pytest.fixture
-def kinds(registry: KindRegistry) -> dict[str, Kind]:
-    return {k.kind: k for k in registry.kinds}
-
-
-@pytest.fixture
-def server(registry: KindRegistry) -> Iterator[ApiServer]:
-    with ApiServer(bookmark_interval=0.2) as srv:
-        install_crds(srv, registry)
-        yield srv
-
-
-@pytest.fixture
-def kubelet(server: ApiServer) -> Iterator[Kubelet]:
-    with Kubelet(server) as k:
-        yield k
-
-
-@pytest.fixture
-def cluster(server: ApiServer, kubelet: Kubelet, registry: KindRegistry) -> Cluster:
-    return Cluster(server, kubelet, registry)
-
-
-@pytest.fixture
-def kubeconfig(server: ApiServer, tmp_path: Path) -> Path:
-    return server.write_kubeconfig(tmp_path / "kubeconfig")
+def kubeconfig(
+    k8s_proxy: FaultProxy, control_plane: ControlPlane, k8s_namespace: str, tmp_path: Path
+) -> Path:
+    """The admin, through the proxy, in the test's namespace."""
+    return k8s_proxy.kubeconfig_for(
+        control_plane.admin_token, tmp_path / "kubeconfig", namespace=k8s_namespace
+    )
 
 
 @pytest.fixture
 def backend(kubeconfig: Path, registry: KindRegistry) -> KubernetesBackend:
-    return KubernetesBackend(kubeconfig=kubeconfig, registry=registry, delete_timeout=10)
+    return KubernetesBackend(kubeconfig=kubeconfig, registry=registry, delete_timeout=30)

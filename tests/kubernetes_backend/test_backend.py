@@ -1,14 +1,19 @@
-"""KubernetesBackend against a real HTTP API server: create, get, list, wait, logs, stop, delete."""
+"""KubernetesBackend against the real kube-apiserver (through the fault proxy): create, get, list,
+wait, logs, stop, delete."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 from backend_cluster import Cluster, wait_for
 from builders import make_job
+from k8s import delete_namespace, namespace_name
 
 from trainop_core.api.types import ConditionType
 from trainop_core.backends.base import LogLine
@@ -17,7 +22,8 @@ from trainop_core.backends.kubernetes.config import ConfigError
 from trainop_core.errors import AlreadyExistsError, JobTimeoutError, NotFoundError
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.table import KindRegistry
-from trainop_core.testing import ApiServer
+from trainop_core.testing.controlplane import ControlPlane
+from trainop_core.testing.faultproxy import FaultProxy
 
 JOBS = {
     "TFJob": lambda name: make_job("TFJob", name).chief().workers(2),
@@ -38,39 +44,57 @@ def condition_types(job) -> list[ConditionType]:
     return [c.type for c in (job.status.conditions if job.status else [])]
 
 
+@pytest.fixture
+def other_namespace(control_plane: ControlPlane, k8s_namespace: str) -> Iterator[str]:
+    name = namespace_name(f"{k8s_namespace[:40]}-other")
+    control_plane.ensure_namespace(name)
+    yield name
+    delete_namespace(control_plane, name)
+
+
+def team_kubeconfig(proxy: FaultProxy, cp: ControlPlane, path: Path, namespace: str) -> Path:
+    """A kubeconfig whose context "team" (also the current one) defaults to `namespace`."""
+    proxy.kubeconfig_for(cp.admin_token, path, namespace=namespace)
+    config = yaml.safe_load(path.read_text())
+    config["contexts"][0]["name"] = config["current-context"] = "team"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 # --- create / get / list ------------------------------------------------------------------------
 def test_create_stores_the_job_in_the_kubeconfig_context_namespace(
     backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
 ) -> None:
     stored = create(backend, kinds, "PyTorchJob", "mnist")
     assert stored.metadata.uid and stored.metadata.resource_version
-    assert stored.namespace == "default"
+    assert stored.namespace == cluster.namespace
     on_server = cluster.job("PyTorchJob", "mnist")
     assert set(on_server["spec"]["pytorchReplicaSpecs"]) == {"Master", "Worker"}
     assert on_server["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
 
 
 def test_default_namespace_comes_from_the_chosen_context(
-    server: ApiServer,
+    k8s_proxy: FaultProxy,
+    control_plane: ControlPlane,
     cluster: Cluster,
+    other_namespace: str,
     tmp_path: Path,
     registry: KindRegistry,
     kinds: dict[str, Kind],
 ) -> None:
-    cluster.namespace("team-a")
-    path = server.write_kubeconfig(tmp_path / "kc", context="team")
-    path.write_text(path.read_text().replace("namespace: default", "namespace: team-a"))
+    path = team_kubeconfig(k8s_proxy, control_plane, tmp_path / "kc", other_namespace)
     backend = KubernetesBackend(kubeconfig=path, context="team", registry=registry)
-    assert backend.default_namespace == "team-a"
-    assert create(backend, kinds, "XGBoostJob", "xgb").namespace == "team-a"
-    assert cluster.job("XGBoostJob", "xgb", "team-a")["metadata"]["namespace"] == "team-a"
+    assert backend.default_namespace == other_namespace
+    assert create(backend, kinds, "XGBoostJob", "xgb").namespace == other_namespace
+    stored = cluster.job("XGBoostJob", "xgb", other_namespace)
+    assert stored["metadata"]["namespace"] == other_namespace
 
 
 def test_a_second_create_with_the_same_name_raises_already_exists(
     backend: KubernetesBackend, kinds: dict[str, Kind]
 ) -> None:
     create(backend, kinds, "TFJob", "dup")
-    with pytest.raises(AlreadyExistsError, match="TFJob default/dup"):
+    with pytest.raises(AlreadyExistsError, match=f"TFJob {backend.default_namespace}/dup"):
         create(backend, kinds, "TFJob", "dup")
 
 
@@ -80,28 +104,30 @@ def test_get_returns_the_job_with_the_status_the_operator_wrote(
     create(backend, kinds, "MXJob", "mx")
     cluster.set_condition("MXJob", "mx", "Created")
     cluster.set_condition("MXJob", "mx", "Running")
-    job = backend.get("mx", "default")
+    job = backend.get("mx", cluster.namespace)
     assert job.kind == "MXJob"
     assert condition_types(job) == [ConditionType.CREATED, ConditionType.RUNNING]
 
 
 def test_get_of_an_unknown_job_raises_not_found(backend: KubernetesBackend) -> None:
-    with pytest.raises(NotFoundError, match="default/nope"):
-        backend.get("nope", "default")
+    namespace = backend.default_namespace
+    with pytest.raises(NotFoundError, match=f"{namespace}/nope"):
+        backend.get("nope", namespace)
 
 
 def test_list_covers_every_kind_in_one_namespace_or_all(
-    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, other_namespace: str
 ) -> None:
-    cluster.namespace("other")
     for kind in JOBS:
         create(backend, kinds, kind, f"{kind.lower()}-a")
-    create(backend, kinds, "PyTorchJob", "elsewhere", namespace="other")
-    in_default = backend.list("default")
+    create(backend, kinds, "PyTorchJob", "elsewhere", namespace=other_namespace)
+    in_default = backend.list(cluster.namespace)
     assert sorted(j.kind for j in in_default) == sorted(JOBS)
     assert [j.name for j in in_default] == sorted(j.name for j in in_default)
-    everywhere = backend.list(None)
-    assert [j.key for j in everywhere][-1] == "other/elsewhere"
+    mine = (cluster.namespace, other_namespace)  # other tests' jobs may still be being deleted
+    everywhere = [j for j in backend.list(None) if j.namespace in mine]
+    assert [j.key for j in everywhere] == sorted(j.key for j in everywhere)
+    assert f"{other_namespace}/elsewhere" in [j.key for j in everywhere]
     assert len(everywhere) == len(JOBS) + 1
 
 
@@ -118,7 +144,7 @@ def test_wait_returns_the_finished_job_once_it_succeeds(
     create(backend, kinds, "PyTorchJob", "w")
     later(0.3, lambda: cluster.set_condition("PyTorchJob", "w", "Running"))
     later(0.6, lambda: cluster.set_condition("PyTorchJob", "w", "Succeeded"))
-    job = backend.wait("w", "default", timeout=10)
+    job = backend.wait("w", cluster.namespace, timeout=30)
     assert condition_types(job)[-1] == ConditionType.SUCCEEDED
 
 
@@ -127,115 +153,129 @@ def test_wait_returns_a_failed_job_too(
 ) -> None:
     create(backend, kinds, "TFJob", "f")
     cluster.set_condition("TFJob", "f", "Failed")
-    assert condition_types(backend.wait("f", "default", timeout=5)) == [ConditionType.FAILED]
+    got = backend.wait("f", cluster.namespace, timeout=30)
+    assert condition_types(got) == [ConditionType.FAILED]
 
 
 def test_wait_raises_job_timeout_when_the_job_does_not_finish_in_time(
-    backend: KubernetesBackend, kinds: dict[str, Kind]
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
 ) -> None:
     create(backend, kinds, "XGBoostJob", "slow")
     started = time.monotonic()
-    with pytest.raises(JobTimeoutError, match="default/slow"):
-        backend.wait("slow", "default", timeout=1.0)
-    assert 0.9 < time.monotonic() - started < 6
+    with pytest.raises(JobTimeoutError, match=f"{cluster.namespace}/slow"):
+        backend.wait("slow", cluster.namespace, timeout=1.0)
+    assert 0.9 < time.monotonic() - started < 10
 
 
 def test_wait_resumes_after_the_server_cuts_its_watch(
-    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, server: ApiServer
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, k8s_proxy: FaultProxy
 ) -> None:
     create(backend, kinds, "PyTorchJob", "cut")
+    stats = k8s_proxy.stats
 
     def cut_then_finish() -> None:
-        wait_for(lambda: server.stats.open_watches > 0)
-        server.faults.cut_open_watches()
-        wait_for(lambda: server.stats.total_watches >= 2 and server.stats.open_watches > 0)
+        wait_for(lambda: stats.open_watches > 0)
+        assert k8s_proxy.cut_open_watches() == 1
+        wait_for(lambda: stats.total_watches >= 2 and stats.open_watches > 0)
         cluster.set_condition("PyTorchJob", "cut", "Succeeded")  # seen only by the new watch
 
     later(0.0, cut_then_finish)
-    assert condition_types(backend.wait("cut", "default", timeout=10))[-1] == "Succeeded"
+    got = backend.wait("cut", cluster.namespace, timeout=30)
+    assert condition_types(got)[-1] == "Succeeded"
+    assert stats.total_watches == 2
 
 
-def test_wait_reads_the_job_again_when_its_resource_version_has_expired(
-    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, server: ApiServer
+def test_wait_reads_the_job_again_when_its_resource_version_was_compacted(
+    compactable_plane: ControlPlane, registry: KindRegistry, kinds: dict[str, Kind], tmp_path: Path
 ) -> None:
-    create(backend, kinds, "PyTorchJob", "gone")
-    # The watch request reaches the server only after the job changed and history was compacted,
-    # so it starts from a resourceVersion that is too old: 410 Gone, then a fresh read (a LIST,
-    # whose resourceVersion is the collection's: watching from it cannot be too old at once).
-    server.faults.delay("watch", "pytorchjobs", seconds=0.6)
-    lists = lambda: server.stats.requests[("list", "pytorchjobs")]  # noqa: E731 - a tiny probe
+    """The watch request reaches the server only after the job changed and etcd compacted its
+    history, so it starts from a resourceVersion that is gone: a real 410, then a fresh read
+    (a LIST, whose resourceVersion is the collection's: watching from it cannot fail at once)."""
+    cp, namespace = compactable_plane, namespace_name("backend-410")
+    cp.ensure_namespace(namespace)
+    cluster = Cluster(cp, namespace, registry)
+    with FaultProxy.for_control_plane(cp) as proxy:
+        kubeconfig = proxy.kubeconfig_for(cp.admin_token, tmp_path / "kc", namespace=namespace)
+        backend = KubernetesBackend(kubeconfig=kubeconfig, registry=registry)
+        create(backend, kinds, "PyTorchJob", "gone")
+        proxy.delay("watch", "pytorchjobs", seconds=2)
+        lists = lambda: proxy.stats.requests[("list", "pytorchjobs")]  # noqa: E731 - a tiny probe
 
-    def change_expire_then_finish() -> None:
-        wait_for(lambda: lists() >= 1)  # wait() has read the job; its watch is being delayed
-        cluster.set_condition("PyTorchJob", "gone", "Running")
-        server.faults.expire_history()
-        wait_for(lambda: lists() >= 2)  # the 410 made it read the job again
-        cluster.set_condition("PyTorchJob", "gone", "Succeeded")
+        def change_compact_then_finish() -> None:
+            wait_for(lambda: lists() >= 1)  # wait() has read the job; its watch is being delayed
+            cluster.set_condition("PyTorchJob", "gone", "Running")
+            cluster.touch()
+            cp.compact_etcd()
+            wait_for(lambda: lists() >= 2)  # the 410 made it read the job again
+            cluster.set_condition("PyTorchJob", "gone", "Succeeded")
 
-    later(0.0, change_expire_then_finish)
-    job = backend.wait("gone", "default", timeout=10)
-    assert condition_types(job) == [ConditionType.RUNNING, ConditionType.SUCCEEDED]
-    assert lists() == 2  # the first read and the one after the 410
-    assert server.stats.total_watches >= 1
+        later(0.0, change_compact_then_finish)
+        job = backend.wait("gone", namespace, timeout=30)
+        assert condition_types(job) == [ConditionType.RUNNING, ConditionType.SUCCEEDED]
+        assert lists() == 2  # the first read and the one after the 410
+        assert proxy.stats.requests[("watch", "pytorchjobs")] == 2  # the 410, then the good one
 
 
 def test_wait_for_a_job_deleted_meanwhile_raises_not_found(
-    backend: KubernetesBackend, kinds: dict[str, Kind]
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
 ) -> None:
     create(backend, kinds, "MXJob", "bye")
-    later(0.3, lambda: backend.delete("bye", "default"))
+    deleting = later(0.3, lambda: backend.delete("bye", cluster.namespace))
     with pytest.raises(NotFoundError, match="deleted"):
-        backend.wait("bye", "default", timeout=10)
+        backend.wait("bye", cluster.namespace, timeout=30)
+    deleting.join(30)
 
 
 # --- logs ---------------------------------------------------------------------------------------
 def test_logs_tag_every_line_with_its_replica_master_first(
-    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, server: ApiServer
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
 ) -> None:
+    ns = cluster.namespace
     create(backend, kinds, "PyTorchJob", "lg")
     for rtype, index in (("Worker", 1), ("Master", 0), ("Worker", 0)):
         pod = cluster.add_pod("PyTorchJob", "lg", rtype, index)
-        cluster.kubelet.run("default", pod)
-        server.append_pod_log("default", pod, f"hello from {rtype} {index}\n\nbye\n")
-    lines = list(backend.logs("lg", "default"))
+        cluster.kubelet.run(ns, pod)
+        cluster.append_log("PyTorchJob", pod, f"hello from {rtype} {index}\n\nbye\n")
+    lines = list(backend.logs("lg", ns))
     assert [line.replica for line in lines[::3]] == ["master-0", "worker-0", "worker-1"]
     assert lines[:3] == [LogLine("master-0", "hello from Master 0"), LogLine("master-0", ""),
                          LogLine("master-0", "bye")]  # fmt: skip
-    only = list(backend.logs("lg", "default", replica="worker-1"))
+    only = list(backend.logs("lg", ns, replica="worker-1"))
     assert {x.replica for x in only} == {"worker-1"}
     assert only[0].text == "hello from Worker 1"
 
 
 def test_logs_of_an_unknown_replica_or_job_raise_not_found(
-    backend: KubernetesBackend, kinds: dict[str, Kind]
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
 ) -> None:
     create(backend, kinds, "PyTorchJob", "lg")
     with pytest.raises(NotFoundError, match="worker-7"):
-        list(backend.logs("lg", "default", replica="worker-7"))
+        list(backend.logs("lg", cluster.namespace, replica="worker-7"))
     with pytest.raises(NotFoundError):
-        list(backend.logs("none", "default"))
+        list(backend.logs("none", cluster.namespace))
 
 
 def test_following_logs_streams_until_the_job_finished_and_the_pods_ended(
-    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, server: ApiServer
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
 ) -> None:
+    ns = cluster.namespace
     create(backend, kinds, "XGBoostJob", "fl")
     got: list[LogLine] = []
-    reader = threading.Thread(target=lambda: got.extend(backend.logs("fl", "default", follow=True)))
+    reader = threading.Thread(target=lambda: got.extend(backend.logs("fl", ns, follow=True)))
     reader.start()
     master = cluster.add_pod("XGBoostJob", "fl", "Master", 0)
     worker = cluster.add_pod("XGBoostJob", "fl", "Worker", 0)
     for pod in (master, worker):
-        cluster.kubelet.run("default", pod)
-    server.append_pod_log("default", master, "epoch 1\n")
+        cluster.kubelet.run(ns, pod)
+    cluster.append_log("XGBoostJob", master, "epoch 1\n")
     wait_for(lambda: LogLine("master-0", "epoch 1") in got)  # streamed while still running
-    server.append_pod_log("default", worker, "worker done\n")
-    server.append_pod_log("default", master, "epoch 2\n")
+    cluster.append_log("XGBoostJob", worker, "worker done\n")
+    cluster.append_log("XGBoostJob", master, "epoch 2\n")
     for pod in (master, worker):
-        cluster.kubelet.terminate("default", pod, 0)
+        cluster.kubelet.terminate(ns, pod, 0)
     assert reader.is_alive()  # the job has not finished yet
     cluster.set_condition("XGBoostJob", "fl", "Succeeded")
-    reader.join(timeout=10)
+    reader.join(timeout=30)
     assert not reader.is_alive()
     assert [x for x in got if x.replica == "master-0"] == [
         LogLine("master-0", "epoch 1"),
@@ -244,34 +284,49 @@ def test_following_logs_streams_until_the_job_finished_and_the_pods_ended(
     assert LogLine("worker-0", "worker done") in got
 
 
+def test_a_pod_listing_whose_answer_breaks_off_is_a_backend_error(
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, k8s_proxy: FaultProxy
+) -> None:
+    """Not urllib3's ProtocolError escaping the backend: its own ApiError, naming what failed."""
+    from trainop_core.backends.kubernetes.errors import ApiError
+
+    create(backend, kinds, "PyTorchJob", "cut")
+    cluster.add_pod("PyTorchJob", "cut", "Master", 0)
+    k8s_proxy.cut_answer("list", "pods")
+    with pytest.raises(ApiError, match=f"pods of {cluster.namespace}/cut"):
+        list(backend.logs("cut", cluster.namespace))
+    assert k8s_proxy.stats.faults[("list", "pods", "cut")] == 1
+
+
 # --- stop / suspend / delete --------------------------------------------------------------------
 def test_stop_records_failed_and_deletes_the_running_pods(
     backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
 ) -> None:
+    ns = cluster.namespace
     create(backend, kinds, "PyTorchJob", "st")
     cluster.set_condition("PyTorchJob", "st", "Running")
     pod = cluster.add_pod("PyTorchJob", "st", "Master", 0)
-    cluster.kubelet.run("default", pod)
-    backend.stop("st", "default", "stopped by the user")
-    job = backend.get("st", "default")
+    cluster.kubelet.run(ns, pod)
+    backend.stop("st", ns, "stopped by the user")
+    job = backend.get("st", ns)
     assert job.status is not None
     failed = job.status.conditions[-1]
     assert (failed.type, failed.message) == (ConditionType.FAILED, "stopped by the user")
     running = [c for c in job.status.conditions if c.type == ConditionType.RUNNING]
     assert running[0].status == "False"
-    assert cluster.pods() == []
-    backend.stop("st", "default", "again")  # idempotent: a finished job is left as it is
-    assert backend.get("st", "default").status.conditions[-1].message == "stopped by the user"
+    assert cluster.pods() == []  # deleted, and the kubelet stand-in finished the deletion
+    backend.stop("st", ns, "again")  # idempotent: a finished job is left as it is
+    assert backend.get("st", ns).status.conditions[-1].message == "stopped by the user"
 
 
 def test_set_suspended_changes_the_run_policy(
     backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
 ) -> None:
     create(backend, kinds, "TFJob", "sus")
-    backend.set_suspended("sus", "default", True)
+    backend.set_suspended("sus", cluster.namespace, True)
     assert cluster.job("TFJob", "sus")["spec"]["runPolicy"]["suspend"] is True
-    backend.set_suspended("sus", "default", False)
-    assert backend.get("sus", "default").spec.run_policy.suspend is False
+    backend.set_suspended("sus", cluster.namespace, False)
+    assert backend.get("sus", cluster.namespace).spec.run_policy.suspend is False
 
 
 @pytest.mark.parametrize("propagation", ["Foreground", "Background"])
@@ -285,12 +340,14 @@ def test_delete_removes_the_job_and_its_pods_then_a_second_delete_raises_not_fou
     backend = KubernetesBackend(kubeconfig=kubeconfig, registry=registry, propagation=propagation)
     create(backend, kinds, "PyTorchJob", "del")
     cluster.add_pod("PyTorchJob", "del", "Master", 0)
-    backend.delete("del", "default")
+    backend.delete("del", cluster.namespace)
+    if propagation == "Foreground":  # the job went only after its pod
+        assert cluster.pods() == []
     with pytest.raises(NotFoundError):
-        backend.get("del", "default")
-    wait_for(lambda: cluster.pods() == [])  # garbage-collected through the owner reference
+        backend.get("del", cluster.namespace)
+    wait_for(lambda: cluster.pods() == [])  # kube-controller-manager follows the owner reference
     with pytest.raises(NotFoundError):
-        backend.delete("del", "default")
+        backend.delete("del", cluster.namespace)
 
 
 def test_an_unknown_propagation_is_refused_naming_the_option(kubeconfig: Path) -> None:
@@ -309,6 +366,19 @@ def test_an_unknown_context_is_a_clear_error(kubeconfig: Path) -> None:
         KubernetesBackend(kubeconfig=kubeconfig, context="elsewhere")
 
 
+def test_kubeconfig_set_after_the_kubernetes_package_was_loaded_is_the_one_used(
+    kubeconfig: Path, registry: KindRegistry, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubernetes package reads $KUBECONFIG once, on import; a process that sets it later
+    (a test, a notebook, a pipeline step's wrapper) must still get that cluster."""
+    import kubernetes.config  # noqa: F401 -- loaded before $KUBECONFIG names our cluster
+
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    backend = KubernetesBackend(registry=registry)
+    assert backend.default_namespace == cluster.namespace
+    assert backend.list(cluster.namespace) == []
+
+
 def test_in_cluster_configuration_outside_a_pod_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -318,42 +388,39 @@ def test_in_cluster_configuration_outside_a_pod_is_a_clear_error(
 
 
 def test_list_fetches_large_collections_page_by_page(
-    backend: KubernetesBackend, cluster: Cluster, server: ApiServer
+    backend: KubernetesBackend, cluster: Cluster, k8s_proxy: FaultProxy
 ) -> None:
-    rt = server.store.resource("tfjobs", "kubeflow.org")
-    for i in range(501):  # one more than a page
-        server.store.create(rt, "default", make_job("TFJob", f"tf-{i:03d}").workers(1).build())
-    jobs = backend.list("default")
-    assert len(jobs) == 501
-    assert server.stats.requests[("list", "tfjobs")] == 2
+    jobs = [make_job("TFJob", f"tf-{i:03d}").workers(1).build() for i in range(501)]
+    with ThreadPoolExecutor(4) as pool:  # one more than a page
+        list(pool.map(cluster.create_job, jobs))
+    listed = backend.list(cluster.namespace)
+    assert len(listed) == 501
+    assert k8s_proxy.stats.requests[("list", "tfjobs")] == 2
 
 
 def test_a_name_shared_by_two_kinds_is_reported_not_guessed(
-    kubeconfig: Path, registry: KindRegistry, server: ApiServer
+    backend: KubernetesBackend, cluster: Cluster
 ) -> None:
-    for kind, plural in (("TFJob", "tfjobs"), ("PyTorchJob", "pytorchjobs")):
-        job = JOBS[kind]("same").build()
-        server.store.create(server.store.resource(plural, "kubeflow.org"), "default", job)
-    backend = KubernetesBackend(kubeconfig=kubeconfig, registry=registry)
+    for kind in ("TFJob", "PyTorchJob"):
+        cluster.create_job(JOBS[kind]("same").build())
     with pytest.raises(AmbiguousJobError, match="TFJob and PyTorchJob"):
-        backend.get("same", "default")
+        backend.get("same", cluster.namespace)
 
 
 def test_the_client_looks_jobs_up_in_the_context_namespace_when_none_is_given(
-    server: ApiServer,
-    cluster: Cluster,
+    k8s_proxy: FaultProxy,
+    control_plane: ControlPlane,
+    other_namespace: str,
     tmp_path: Path,
     registry: KindRegistry,
 ) -> None:
     from trainop_core.client import TrainingClient
 
-    cluster.namespace("team-a")
-    path = server.write_kubeconfig(tmp_path / "kc", context="team")
-    path.write_text(path.read_text().replace("namespace: default", "namespace: team-a"))
+    path = team_kubeconfig(k8s_proxy, control_plane, tmp_path / "kc", other_namespace)
     client = TrainingClient(KubernetesBackend(kubeconfig=path, context="team", registry=registry))
     client.create(make_job("XGBoostJob", "xgb").master().workers().job())
-    assert client.default_namespace == "team-a"
-    assert client.get("xgb").namespace == "team-a"
+    assert client.default_namespace == other_namespace
+    assert client.get("xgb").namespace == other_namespace
     client.delete("xgb")
     with pytest.raises(NotFoundError):
         client.get("xgb")

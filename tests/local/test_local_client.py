@@ -86,8 +86,8 @@ def test_an_explicit_workdir_wins_for_a_job_given_as_data(
     monkeypatch.chdir(ROOT)
     client = TrainingClient(backend)  # type: ignore[arg-type]
     client.create(minimal_job("PyTorchJob", "data").build(), workdir=tmp_path / "w")
-    client.create(minimal_job("PyTorchJob", "here").build())
-    assert backend.created == [("PyTorchJob", (tmp_path / "w").resolve()), ("PyTorchJob", ROOT)]
+    client.create(minimal_job("PyTorchJob", "here").build())  # none chosen: the backend's cwd
+    assert backend.created == [("PyTorchJob", (tmp_path / "w").resolve()), ("PyTorchJob", None)]
 
 
 def test_wait_returns_the_finished_job_and_times_out_clearly() -> None:

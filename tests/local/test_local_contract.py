@@ -177,7 +177,7 @@ def test_suspend_stops_every_replica_and_resume_restarts_them(
     client.suspend("susp")
     _until(lambda: job_state(client.get("susp")) == "Suspended")
     _until(lambda: tagged_processes(tag) == [])  # every replica stopped
-    assert len(supervisors(home)) == 1  # the supervisor waits for the resume
+    assert len(supervisors(home)) == 2  # the supervisor (and its watcher) wait for the resume
     client.resume("susp")
     _until(lambda: job_state(client.get("susp")) == "Running")
     gate.touch()
@@ -186,7 +186,7 @@ def test_suspend_stops_every_replica_and_resume_restarts_them(
 
 def test_delete_stops_everything(client: TrainingClient, tag: str, home: Path) -> None:
     client.create(make_job("TFJob", "del").workers(2, command=SLEEP).build())
-    _until(lambda: len(tagged_processes(tag)) == 2 and len(supervisors(home)) == 1)
+    _until(lambda: len(tagged_processes(tag)) == 2 and len(supervisors(home)) == 2)  # + watcher
     client.delete("del")
     assert tagged_processes(tag) == [] and supervisors(home) == []
     assert not (home / "jobs" / "default" / "del").exists()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from trainop_core.backends.local.podspec import (
+from trainop_core.backends.process.podspec import (
     base_env,
     container_env,
     expand,
@@ -163,3 +163,14 @@ def test_what_is_ignored_locally_is_said_once_per_kind_of_thing() -> None:
     assert len(messages) == 2
     assert messages[0].startswith("image(s) img:1 are not pulled")
     assert "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].env.S" in messages[1]
+
+
+@pytest.mark.parametrize(
+    ("grace", "expected"),
+    [(None, 5.0), (2, 2.0), (2**63 - 1, 30.0)],
+    ids=["unset is 5 s", "a short grace is kept", "an int64 grace waits 30 s at most"],
+)
+def test_the_grace_period_is_bounded_locally(grace: int | None, expected: float) -> None:
+    container = {"name": "c", "image": "i", "command": ["true"]}
+    spec = {} if grace is None else {"terminationGracePeriodSeconds": grace}
+    assert launch_spec(pod(container, **spec), "c", {}, ".").grace_seconds == expected

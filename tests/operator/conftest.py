@@ -1,4 +1,5 @@
-"""Fixtures for the operator tests: a fake cluster per test (or per module) and operators on it."""
+"""Fixtures for the operator tests: a namespace of the real control plane per test (see opkit)
+and operators on it."""
 
 from __future__ import annotations
 
@@ -10,14 +11,22 @@ import pytest
 
 pytest.importorskip("kubernetes")
 
-from opkit import Cluster, RunningOperator, start_cluster, stop_cluster
+from k8s import namespace_name
+from opkit import Cluster, RunningOperator, open_cluster
+
+from trainop_core.kinds.table import KindRegistry
+from trainop_core.testing.controlplane import ControlPlane
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path)
-    yield c
-    stop_cluster(c)
+def cluster(
+    control_plane: ControlPlane,
+    registry: KindRegistry,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> Iterator[Cluster]:
+    with open_cluster(control_plane, namespace_name(request.node.name), registry, tmp_path) as c:
+        yield c
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
-"""The planner contract, for every kind, through the real operator over HTTP.
+"""The planner contract, for every kind, through the real operator and the real kube-apiserver.
 
-One fake cluster and one operator serve the whole module (jobs have distinct names); the kubelet
-stand-in runs the pods, with per-job rules.
+One namespace of the session's control plane and one operator serve the whole module (jobs have
+distinct names); the kubelet stand-in runs the pods, with per-job rules; kube-controller-manager's
+garbage collector removes what a deleted job owned.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from typing import Any
 
 import pytest
 from builders import JobBuilder, make_job
-from opkit import Cluster, RunningOperator, start_cluster, stop_cluster, wait_for
+from k8s import namespace_name
+from opkit import Cluster, RunningOperator, open_cluster, wait_for
 
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.table import build_registry
+from trainop_core.testing.controlplane import ControlPlane
 
 # kind -> (replica types and counts, an env var its contract injects)
 SHAPES: dict[str, tuple[dict[str, int], str]] = {
@@ -29,12 +32,13 @@ kind_names = pytest.mark.parametrize("kind_name", list(SHAPES), ids=[f"a {k}" fo
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = start_cluster(tmp_path_factory.mktemp("contract"))
-    op = RunningOperator(cluster, controller_threads=2).wait_started()
-    yield cluster
-    op.stop()
-    stop_cluster(cluster)
+def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    registry = build_registry(entry_points=False)
+    tmp = tmp_path_factory.mktemp("contract")
+    with open_cluster(control_plane, namespace_name("contract"), registry, tmp) as cluster:
+        op = RunningOperator(cluster, controller_threads=2).wait_started()
+        yield cluster
+        op.stop()
 
 
 def job_of(kind_name: str, name: str, restart_policy: str | None = None) -> JobBuilder:
@@ -96,7 +100,7 @@ def test_a_job_gets_its_pods_and_services_and_succeeds(env: Cluster, kind_name: 
     conditions = env.wait_condition(kind_name, name, "Succeeded")
     assert conditions["Created"] == "True"
     assert "Failed" not in conditions
-    assert max(env.pod_adds[f"default/{n}"] for n in expected_names(kind_name, name)) == 1
+    assert max(env.pod_adds[n] for n in expected_names(kind_name, name)) == 1
 
 
 @kind_names
@@ -125,7 +129,7 @@ def test_on_failure_restarts_containers_in_place_then_succeeds(
     pods = env.pods(name)
     assert all(p.spec.restart_policy == "OnFailure" for p in pods)
     assert sum(cs.restart_count for p in pods for cs in p.status.container_statuses) >= 1
-    assert all(env.pod_adds[f"default/{p.metadata.name}"] == 1 for p in pods)  # in place
+    assert all(env.pod_adds[p.metadata.name] == 1 for p in pods)  # in place
 
 
 @kind_names
@@ -136,12 +140,12 @@ def test_exit_code_policy_recreates_a_pod_killed_by_a_signal(env: Cluster, kind_
     names = expected_names(kind_name, name)
     wait_for(lambda: running(env, name, names), what="pods running")
     victim = names[0]
-    env.kubelet.terminate("default", victim, exit_code=137)
-    wait_for(lambda: env.pod_adds[f"default/{victim}"] == 2, what="victim re-created")
+    env.terminate(victim, exit_code=137)
+    wait_for(lambda: env.pod_adds[victim] == 2, what="victim re-created")
     assert env.conditions(kind_name, name).get("Failed") != "True"
     wait_for(lambda: running(env, name, names), what="running")
     for pod in names:
-        env.kubelet.terminate("default", pod, exit_code=0)
+        env.terminate(pod, exit_code=0)
     env.wait_condition(kind_name, name, "Succeeded")
 
 

@@ -1,4 +1,5 @@
-"""The applier: the only place a controller writes, checked against a real API server."""
+"""The applier: the only place a controller writes, checked against the real kube-apiserver
+(through the fault proxy, whose counters show every request the applier sent)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ KIND = build_registry(entry_points=False).get("PyTorchJob")
 
 @pytest.fixture
 def applier(cluster: Cluster) -> Applier:
-    client = KubeClient(cluster.server.api_client(), qps=-1)
+    client = KubeClient(cluster.proxy.api_client(cluster.control_plane.admin_token), qps=-1)
     return Applier(
         KIND,
         job_resource(KIND),
@@ -39,7 +40,7 @@ def stored_job(cluster: Cluster, name: str) -> dict[str, Any]:
     body = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": cluster.namespace},
         "spec": {"pytorchReplicaSpecs": {}},
     }
     return cluster.create_job(body)
@@ -52,19 +53,19 @@ def pod(job: dict[str, Any], name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "ownerReferences": [owner]},
+        "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner]},
         "spec": {"containers": [{"name": "pytorch", "image": "busybox"}]},
     }
 
 
 def pods_named(cluster: Cluster, name: str) -> list[str]:
-    return [p.metadata.name for p in cluster.core.list_namespaced_pod("default").items
+    return [p.metadata.name for p in cluster.core.list_namespaced_pod(cluster.namespace).items
             if p.metadata.name == name]  # fmt: skip
 
 
 def pod_creations(cluster: Cluster) -> int:
-    """Pod creations the server accepted (the garbage collector may remove orphans later)."""
-    return cluster.server.stats.requests[("create", "pods")]
+    """Pod creations the applier sent (the garbage collector may remove orphans later)."""
+    return cluster.proxy.stats.requests[("create", "pods")]
 
 
 def test_children_of_a_live_job_are_created(cluster: Cluster, applier: Applier) -> None:
@@ -102,7 +103,8 @@ def started() -> JobStatus:
 
 
 def job_reads(cluster: Cluster) -> int:
-    return int(cluster.server.stats.requests.get(("get", "pytorchjobs"), 0))
+    """Job GETs the applier sent (through the proxy, which only the applier uses)."""
+    return int(cluster.proxy.stats.requests[("get", "pytorchjobs")])
 
 
 def test_a_plan_that_writes_the_status_creates_children_without_reading_the_job(
@@ -147,7 +149,7 @@ def test_a_recreated_job_makes_the_guarded_status_write_lose_and_creates_nothing
 def test_children_are_written_several_at_a_time_and_a_failure_spares_the_others(
     cluster: Cluster,
 ) -> None:
-    client = KubeClient(cluster.server.api_client(), qps=-1)
+    client = KubeClient(cluster.proxy.api_client(cluster.control_plane.admin_token), qps=-1)
     with ThreadPoolExecutor(4) as pool:
         applier = Applier(
             KIND, job_resource(KIND), client, EventRecorder(client), Expectations(),
@@ -158,6 +160,8 @@ def test_children_are_written_several_at_a_time_and_a_failure_spares_the_others(
         pods[3]["metadata"]["name"] = "Not_A_Valid_Name"
         out = applier.apply(job, Plan(create_pods=pods, status=started()), None)
     assert len(out.errors) == 1 and "Not_A_Valid_Name" in out.errors[0]
-    created = {p.metadata.name for p in cluster.core.list_namespaced_pod("default").items}
+    created = {p.metadata.name for p in cluster.core.list_namespaced_pod(cluster.namespace).items}
     assert created >= {f"many-worker-{i}" for i in (0, 1, 2, 4, 5)}
-    assert applier.expectations.satisfied("PyTorchJob/default/many/pods") is False  # 5 to see
+    assert (
+        applier.expectations.satisfied(f"PyTorchJob/{cluster.namespace}/many/pods") is False
+    )  # 5 to see

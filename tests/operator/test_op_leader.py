@@ -1,4 +1,8 @@
-"""Leader election on a Lease: one reconciler at a time, takeover when the leader goes away."""
+"""Leader election on a real Lease: one reconciler at a time, takeover when the leader goes away.
+
+Each operator reaches the server through its own fault proxy, so a test can cut one off the
+network (a partition) while the other keeps its connection.
+"""
 
 from __future__ import annotations
 
@@ -14,17 +18,12 @@ from opkit import Cluster, RunningOperator, operator_process, wait_for
 from trainop_core.operator.options import DEFAULT_LEADER_ELECTION_ID
 
 Start = Callable[..., RunningOperator]
-LEASE = {"leader_elect": True, "leader_election_namespace": "default"}
+LEASE = {"leader_elect": True}  # the Lease lives in the operator's namespace
 
 
 def lease(cluster: Cluster) -> dict[str, Any]:
-    got: dict[str, Any] = cluster.api.call_api(
-        f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{DEFAULT_LEADER_ELECTION_ID}",
-        "GET",
-        response_type="object",
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-    )
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{cluster.namespace}/leases"
+    got: dict[str, Any] = cluster.rest.get(f"{path}/{DEFAULT_LEADER_ELECTION_ID}")
     return got
 
 
@@ -41,7 +40,7 @@ def test_only_the_leader_reconciles_and_a_standby_takes_over_when_it_is_cut_off(
 ) -> None:
     cluster.rule("*", run_seconds=0.2)
     first = run_operator(**LEASE).wait_started()
-    second = run_operator(**LEASE)
+    second = run_operator(**LEASE, proxy=cluster.new_proxy())
     wait_for(second.manager.caches_synced, what="standby caches warm")
     cluster.create_job(minimal_job("PyTorchJob", "one").build())
     cluster.wait_condition("PyTorchJob", "one", "Succeeded")
@@ -50,9 +49,9 @@ def test_only_the_leader_reconciles_and_a_standby_takes_over_when_it_is_cut_off(
     assert lease(cluster)["spec"]["holderIdentity"] == first.manager.identity
     assert second.get("/readyz")[0] == 200  # a standby is ready, just not leading
 
-    first.manager.client.fence()  # the leader loses the API server: it cannot renew
-    wait_for(lambda: first.exit_code == 1, timeout=5, what="old leader exits with 1")
-    wait_for(lambda: second.manager.workers_started, timeout=8, what="standby takes over")
+    first.proxy.partition()  # the leader loses the API server: it cannot renew
+    wait_for(lambda: first.exit_code == 1, timeout=20, what="old leader exits with 1")
+    wait_for(lambda: second.manager.workers_started, timeout=20, what="standby takes over")
     cluster.create_job(minimal_job("PyTorchJob", "two").build())
     cluster.wait_condition("PyTorchJob", "two", "Succeeded")
     assert reconciles(second) > 0
@@ -66,11 +65,11 @@ def test_a_clean_shutdown_releases_the_lease_for_an_immediate_successor(
     cluster: Cluster, run_operator: Start
 ) -> None:
     first = run_operator(**LEASE, lease=_slow_lease()).wait_started()
-    second = run_operator(**LEASE, lease=_slow_lease())
+    second = run_operator(**LEASE, lease=_slow_lease(), proxy=cluster.new_proxy())
     wait_for(second.manager.caches_synced, what="standby caches warm")
     started = time.monotonic()
     assert first.stop() == 0
-    wait_for(lambda: second.manager.workers_started, timeout=5, what="successor leads")
+    wait_for(lambda: second.manager.workers_started, timeout=10, what="successor leads")
     assert time.monotonic() - started < 15  # well inside the 15 s lease: it was released
     assert lease(cluster)["spec"]["holderIdentity"] == second.manager.identity
 
@@ -85,31 +84,30 @@ def _slow_lease() -> Any:
 def test_sigkilled_leader_process_is_replaced_by_the_standby_process(cluster: Cluster) -> None:
     flags = (
         "--leader-elect",
-        "--leader-election-namespace",
-        "default",
         "--leader-election-lease-duration",
-        "2",
+        "3",
         "--leader-election-renew-deadline",
-        "1.5",
+        "2",
         "--leader-election-retry-period",
-        "0.2",
+        "0.3",
         "--enable-scheme",
         "PyTorchJob",
     )
     cluster.rule("*", run_seconds=0.2)
     first = operator_process(cluster, *flags)
-    wait_for(lambda: _holder(cluster), timeout=20, what="a leader")
-    second = operator_process(cluster, *flags)
+    wait_for(lambda: _holder(cluster), timeout=60, what="a leader")
+    second = operator_process(cluster, *flags, proxy=cluster.new_proxy())
     try:
         cluster.create_job(minimal_job("PyTorchJob", "before").build())
-        cluster.wait_condition("PyTorchJob", "before", "Succeeded", timeout=20)
+        cluster.wait_condition("PyTorchJob", "before", "Succeeded")
         holder = _holder(cluster)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-        wait_for(lambda: _holder(cluster) not in ("", holder), timeout=20, what="new holder")
+        wait_for(lambda: _holder(cluster) not in ("", holder), timeout=60, what="new holder")
         cluster.create_job(minimal_job("PyTorchJob", "after").build())
-        cluster.wait_condition("PyTorchJob", "after", "Succeeded", timeout=20)
+        cluster.wait_condition("PyTorchJob", "after", "Succeeded")
         assert max(cluster.pod_adds.values()) == 1
+        assert cluster.proxies[0].stats.requests[("update", "leases")] >= 1  # the new leader
     finally:
         for proc in (first, second):
             if proc.poll() is None:

@@ -1,60 +1,30 @@
-"""Job lifecycle the operator applies beyond the contract: TTL, invalid jobs, gang scheduling."""
+"""Job lifecycle the operator applies beyond the contract, on the real kube-apiserver: TTL,
+invalid jobs, admission warnings, gang scheduling (the session's control plane serves both PodGroup
+CRDs; the second, compactable, control plane serves none)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import make_job, minimal_job
-from opkit import Cluster, RunningOperator, wait_for
+from k8s import PODGROUP_APIS, namespace_name
+from opkit import Cluster, RunningOperator, open_cluster, wait_for
+
+from trainop_core.kinds.table import KindRegistry
+from trainop_core.testing.controlplane import ControlPlane
 
 Start = Callable[..., RunningOperator]
-PODGROUP_APIS = {
-    "volcano": ("scheduling.volcano.sh", "v1beta1"),
-    "scheduler-plugins": ("scheduling.x-k8s.io", "v1alpha1"),
-}
-
-
-def install_pod_group_crd(cluster: Cluster, group: str, version: str) -> None:
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"podgroups.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {
-                "plural": "podgroups",
-                "singular": "podgroup",
-                "kind": "PodGroup",
-                "listKind": "PodGroupList",
-            },
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    store = cluster.server.store
-    store.create(store.resource("customresourcedefinitions", "apiextensions.k8s.io"), "", crd)
 
 
 def pod_group(cluster: Cluster, scheduler: str, name: str) -> dict[str, Any] | None:
     group, version = PODGROUP_APIS[scheduler]
     try:
         found: dict[str, Any] = cluster.custom.get_namespaced_custom_object(
-            group, version, "default", "podgroups", name
+            group, version, cluster.namespace, "podgroups", name
         )
     except Exception:  # 404: not (or no longer) there
         return None
@@ -73,7 +43,7 @@ def test_ttl_after_finished_deletes_the_job_and_counts_it(
     wait_for(
         lambda: (
             not cluster.custom.list_namespaced_custom_object(
-                "kubeflow.org", "v1", "default", "pytorchjobs"
+                "kubeflow.org", "v1", cluster.namespace, "pytorchjobs"
             )["items"]
         ),
         what="job deleted by TTL",
@@ -81,7 +51,7 @@ def test_ttl_after_finished_deletes_the_job_and_counts_it(
     wait_for(lambda: not cluster.pods("ttl"), what="pods collected")
     deleted = op.manager.metrics.jobs_deleted
     wait_for(
-        lambda: deleted.value(job_namespace="default", framework="pytorch") == 1,
+        lambda: deleted.value(job_namespace=cluster.namespace, framework="pytorch") == 1,
         what="deleted counter",
     )
 
@@ -100,7 +70,8 @@ def test_a_job_the_webhook_would_reject_is_failed_once_and_not_retried(
         what="warning event",
     )
     assert cluster.pods("bad") == []
-    assert op.manager.controllers["PyTorchJob"].queue.num_requeues("default/bad") == 0
+    key = f"{cluster.namespace}/bad"
+    assert op.manager.controllers["PyTorchJob"].queue.num_requeues(key) == 0
 
 
 def test_upstreams_admission_warnings_are_recorded_as_warning_events_once(
@@ -135,7 +106,6 @@ def test_upstreams_admission_warnings_are_recorded_as_warning_events_once(
 def test_gang_scheduling_creates_a_pod_group_and_removes_it_when_done(
     cluster: Cluster, run_operator: Start, scheduler: str
 ) -> None:
-    install_pod_group_crd(cluster, *PODGROUP_APIS[scheduler])
     run_operator(gang_scheduler_name=scheduler).wait_started()
     cluster.rule("*", run_seconds=0.3)
     cluster.create_job(minimal_job("PyTorchJob", "gang").build())
@@ -147,7 +117,7 @@ def test_gang_scheduling_creates_a_pod_group_and_removes_it_when_done(
         group["status"] = {"phase": "Inqueue"}
         group_api = PODGROUP_APIS[scheduler]
         cluster.custom.replace_namespaced_custom_object_status(
-            *group_api, "default", "podgroups", "gang", group
+            *group_api, cluster.namespace, "podgroups", "gang", group
         )
     pods = wait_for(lambda: len(p := cluster.pods("gang")) == 2 and p, what="pods")
     assert {p.spec.scheduler_name for p in pods} == {scheduler}
@@ -156,8 +126,49 @@ def test_gang_scheduling_creates_a_pod_group_and_removes_it_when_done(
 
 
 def test_gang_scheduling_without_the_pod_group_crd_exits_1(
+    compactable_plane: ControlPlane, registry: KindRegistry, tmp_path: Path
+) -> None:
+    namespace = namespace_name("no-podgroups")
+    with open_cluster(compactable_plane, namespace, registry, tmp_path) as cluster:
+        op = RunningOperator(cluster, gang_scheduler_name="volcano")
+        op.thread.join(30)
+        assert op.exit_code == 1
+        assert cluster.proxy.stats.requests[("list", "podgroups")] == 1
+        assert not cluster.proxy.stats.count("watch")  # it never started an informer
+
+
+def test_status_written_through_the_structural_schema_is_not_rewritten_on_every_reconcile(
     cluster: Cluster, run_operator: Start
 ) -> None:
-    op = run_operator(gang_scheduler_name="volcano")
-    op.thread.join(10)
-    assert op.exit_code == 1
+    """The server prunes what a CRD's schema does not declare: were any status field pruned,
+    the operator would see a difference on every reconcile and write the status again."""
+    from test_op_contract import SHAPES, job_of
+
+    from trainop_core.kinds.table import build_registry
+
+    plurals = {k.kind: k.plural for k in build_registry(entry_points=False)}
+    cluster.rule("*", run_seconds=None)
+    op = run_operator().wait_started()
+    for kind in SHAPES:
+        cluster.create_job(job_of(kind, f"s-{kind.lower()}").build())
+    for kind in SHAPES:
+        cluster.wait_condition(kind, f"s-{kind.lower()}", "Running")
+    wait_for(lambda: all(p.status.phase == "Running" for p in cluster.core.list_namespaced_pod(
+        cluster.namespace).items), what="every pod running")  # fmt: skip
+    time.sleep(1)  # the last status writes land
+
+    def status_writes() -> int:
+        return sum(
+            cluster.proxy.stats.requests[("update", f"{p}/status")] for p in plurals.values()
+        )
+
+    def reconciles() -> float:
+        total = op.manager.metrics.reconcile_total
+        return sum(total.value(controller=f"{kind.lower()}-controller", result=r)
+                   for kind in SHAPES for r in ("success", "requeue_after"))  # fmt: skip
+
+    before, reconciled = status_writes(), reconciles()
+    for kind in SHAPES:  # each poke is a reconcile that finds nothing to do
+        cluster.patch_job(kind, f"s-{kind.lower()}", {"metadata": {"labels": {"poke": "1"}}})
+    wait_for(lambda: reconciles() >= reconciled + len(SHAPES), what="the pokes reconciled")
+    assert status_writes() == before

@@ -1,4 +1,5 @@
-"""The manager in-process: scheme and namespace scoping, shared watches, probes and metrics."""
+"""The manager in-process against the real kube-apiserver: scheme and namespace scoping, shared
+watches (counted by the fault proxy), probes and metrics."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from builders import minimal_job
+from k8s import delete_namespace
 from opkit import Cluster, RunningOperator, wait_for
 
 Start = Callable[..., RunningOperator]
@@ -22,7 +24,7 @@ def test_enable_scheme_pytorchjob_leaves_tfjobs_alone(
     time.sleep(0.5)
     assert cluster.pods("tf") == []
     assert "status" not in cluster.get_job("TFJob", "tf")
-    watched = {res for verb, res in cluster.server.stats.requests if verb == "watch"}
+    watched = {res for verb, res in cluster.proxy.stats.requests if verb == "watch"}
     assert watched == {"pytorchjobs", "pods", "services"}
 
 
@@ -30,9 +32,7 @@ def test_one_watch_per_resource_type_is_shared_by_every_controller(
     cluster: Cluster, run_operator: Start
 ) -> None:
     run_operator(controller_threads=2).wait_started()
-    watches = {
-        res: n for (verb, res), n in cluster.server.stats.requests.items() if verb == "watch"
-    }
+    watches = {res: n for (verb, res), n in cluster.proxy.stats.requests.items() if verb == "watch"}
     assert watches == {
         "tfjobs": 1,
         "pytorchjobs": 1,
@@ -45,20 +45,25 @@ def test_one_watch_per_resource_type_is_shared_by_every_controller(
 
 
 def test_namespace_mode_ignores_other_namespaces(cluster: Cluster, run_operator: Start) -> None:
-    cluster.namespace("team-a")
-    run_operator(namespace="team-a").wait_started()
-    cluster.rule("*", run_seconds=0.2)
-    cluster.create_job(minimal_job("PyTorchJob", "elsewhere").build(), namespace="default")
-    cluster.create_job(minimal_job("PyTorchJob", "mine").build(), namespace="team-a")
-    cluster.wait_condition("PyTorchJob", "mine", "Succeeded", namespace="team-a")
-    time.sleep(0.5)
-    assert cluster.pods("elsewhere") == []
-    assert "status" not in cluster.get_job("PyTorchJob", "elsewhere")
+    other = f"{cluster.namespace}-other"
+    cluster.control_plane.ensure_namespace(other)
+    try:
+        run_operator().wait_started()  # on the cluster's namespace only
+        cluster.rule("*", run_seconds=0.2)
+        cluster.create_job(minimal_job("PyTorchJob", "elsewhere").build(), namespace=other)
+        cluster.create_job(minimal_job("PyTorchJob", "mine").build())
+        cluster.wait_condition("PyTorchJob", "mine", "Succeeded")
+        time.sleep(0.5)
+        assert cluster.pods("elsewhere", namespace=other) == []
+        assert "status" not in cluster.get_job("PyTorchJob", "elsewhere", namespace=other)
+        assert set(cluster.proxy.stats.namespaces) == {cluster.namespace}  # never asked elsewhere
+    finally:
+        delete_namespace(cluster.control_plane, other)
 
 
 def test_unrelated_pods_are_not_cached(cluster: Cluster, run_operator: Start) -> None:
     cluster.core.create_namespaced_pod(
-        "default",
+        cluster.namespace,
         {"metadata": {"name": "stranger"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
     )
     op = run_operator().wait_started()
@@ -98,7 +103,7 @@ def test_metrics_endpoint_serves_job_controller_queue_and_client_counters(
     cluster.rule("*", run_seconds=0.2)
     cluster.create_job(minimal_job("XGBoostJob", "xgb").build())
     cluster.wait_condition("XGBoostJob", "xgb", "Succeeded")
-    labels = '{job_namespace="default",framework="xgboost"}'
+    labels = f'{{job_namespace="{cluster.namespace}",framework="xgboost"}}'
     _, text = wait_for(
         lambda: (
             (r := op.get("/metrics"))[0] == 200
@@ -116,7 +121,7 @@ def test_metrics_endpoint_serves_job_controller_queue_and_client_counters(
     assert 'workqueue_adds_total{name="xgboostjob-controller"}' in text
     assert 'rest_client_requests_total{verb="POST",code="201"}' in text
     assert (
-        'training_operator_job_duration_seconds_count{job_namespace="default",'
+        f'training_operator_job_duration_seconds_count{{job_namespace="{cluster.namespace}",'
         'framework="xgboost",state="Succeeded"} 1' in text
     )
 
@@ -126,7 +131,7 @@ def test_running_and_pending_gauges_follow_the_jobs(cluster: Cluster, run_operat
     cluster.rule("run-*", run_seconds=None)
     cluster.create_job(minimal_job("PyTorchJob", "run").build())
     cluster.create_job(minimal_job("PyTorchJob", "wait").build())  # no rule: stays Pending
-    labels = '{job_namespace="default",framework="pytorch"}'
+    labels = f'{{job_namespace="{cluster.namespace}",framework="pytorch"}}'
     wait_for(
         lambda: f"training_operator_jobs_running{labels} 1" in op.get("/metrics")[1],
         what="running gauge",
@@ -135,12 +140,12 @@ def test_running_and_pending_gauges_follow_the_jobs(cluster: Cluster, run_operat
 
 
 def test_healthz_and_readyz(cluster: Cluster, run_operator: Start) -> None:
-    cluster.server.faults.fail("list", "pods", code=500, count=None)
+    cluster.proxy.fail("list", "pods", code=500, count=None)
     op = run_operator()
     wait_for(lambda: op.get("/healthz") == (200, "ok\n"), what="healthz")
     status, body = op.get("/readyz")
     assert status == 500 and "caches" in body
-    cluster.server.faults.clear()
+    cluster.proxy.clear()
     wait_for(lambda: op.get("/readyz") == (200, "ok\n"), what="ready once caches sync")
     assert op.get("/nope")[0] == 404
 

@@ -21,12 +21,14 @@ from pydantic.alias_generators import to_camel
 
 from trainop_core.api.job import API_VERSION, TrainingJob
 from trainop_core.api.podtemplate import check_template, describe, join
+from trainop_core.api.reader import check_tree, parse_yaml, read_file
 from trainop_core.errors import InvalidJobError, Problem, TrainopError
 
 if TYPE_CHECKING:
     from trainop_core.kinds.base import Kind
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_PATH_CHARS = 4096  # Linux's PATH_MAX: a longer one-line string is YAML text, not a file name
 _TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "status")
 
 
@@ -83,39 +85,36 @@ def default_registry() -> KindLookup:
 
 
 def read_documents(source: str | Path | Mapping[str, Any]) -> list[Document]:
-    """The non-empty documents of a file, a YAML/JSON text or a single mapping."""
+    """The non-empty documents of a file, a YAML/JSON text or a single mapping, within the limits
+    of `trainop_core.api.reader` (size, encoding, values, nesting, duplicate keys)."""
     if not isinstance(source, str | Path):
-        return [Document(source, "")]  # a mapping, or anything parse_job will explain is wrong
+        check_tree(source)  # a mapping, or anything parse_job will explain is wrong
+        return [Document(source, "")]
     if isinstance(source, Path) or _looks_like_path(source):
         path = Path(source)
-        try:
-            text = path.read_text()
-        except OSError as err:
-            raise InvalidJobError([Problem("", _os_message(err))], source=str(path)) from None
-        return _parse_stream(text, str(path))
-    return _parse_stream(source, "")
+        return parse_text(read_file(path), str(path))
+    return parse_text(source, "")
 
 
 def _looks_like_path(text: str) -> bool:
     # One line that is not a YAML/JSON mapping or list: a file name (a missing one is reported).
     if not text.strip() or "\n" in text or text.lstrip().startswith(("{", "[")):
         return False
-    return text.endswith(YAML_SUFFIXES) or Path(text).is_file() or ": " not in text
+    if "\0" in text or len(text) > MAX_PATH_CHARS:
+        return False  # no file can have that name: it is text
+    return text.endswith(YAML_SUFFIXES) or _is_file(text) or ": " not in text
 
 
-def _os_message(err: OSError) -> str:
-    if isinstance(err, FileNotFoundError):
-        return "no such file"
-    if isinstance(err, IsADirectoryError):
-        return "is a directory, expected a YAML or JSON file"
-    return f"cannot read: {err.strerror or err}"
-
-
-def _parse_stream(text: str, origin: str) -> list[Document]:
+def _is_file(text: str) -> bool:
     try:
-        raw = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as err:
-        raise InvalidJobError([Problem("", _yaml_message(err))], source=origin) from None
+        return Path(text).is_file()
+    except (OSError, ValueError):  # a name too long for this file system
+        return False
+
+
+def parse_text(text: str, origin: str) -> list[Document]:
+    """The non-empty documents of YAML/JSON text; `origin` names it in messages."""
+    raw = parse_yaml(text, origin)
     multi = len(raw) > 1
     return [
         Document(data, _doc_source(origin, index) if multi else origin)
@@ -124,15 +123,19 @@ def _parse_stream(text: str, origin: str) -> list[Document]:
     ]
 
 
+def model_data(job: TrainingJob) -> dict[str, Any]:
+    """A job model built in code as wire data, checked like any other source (a template may hold
+    a value that contains itself, which the model cannot even dump)."""
+    try:
+        data = job.to_dict()
+    except ValueError as err:  # pydantic: "Circular reference detected"
+        raise InvalidJobError([Problem("", f"the job cannot be read: {err}")]) from None
+    check_tree(data)
+    return data
+
+
 def _doc_source(origin: str, index: int) -> str:
     return f"{origin} (document {index})" if origin else f"document {index}"
-
-
-def _yaml_message(err: yaml.YAMLError) -> str:
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return f"not valid YAML or JSON: {problem}{where}"
 
 
 # --- parsing -------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from trainop_core.api.bounds import bounds_problems
 from trainop_core.api.defaults import apply_defaults
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.load import (
@@ -19,6 +20,7 @@ from trainop_core.api.load import (
     default_registry,
     exactly_one,
     job_label,
+    model_data,
     parse_document,
     raise_all,
     read_documents,
@@ -44,7 +46,7 @@ def validate_job(job: TrainingJob, kind: Kind) -> list[Problem]:
     for rtype, spec in job.spec.replica_specs.items():
         problems += _check_containers(spec.template, kind, f"{field}.{rtype}.template.spec")
     problems += _check_managed_by(job.spec.run_policy.managed_by)
-    return problems + kind.validate(job)
+    return problems + kind.validate(job) + bounds_problems(job, kind)
 
 
 def check_metadata(name: Any, namespace: Any) -> list[Problem]:
@@ -164,7 +166,7 @@ def prepare_all(
     """`prepare` for every job of a source (a multi-document file); all problems at once."""
     lookup = registry or default_registry()
     if isinstance(source, TrainingJob):
-        docs = [Document(source.to_dict(), "")]  # re-checked: a model built in code may be wrong
+        docs = [Document(model_data(source), "")]  # re-checked: a model built in code may be wrong
     else:
         docs = read_documents(source)
     prepared: list[tuple[Kind, TrainingJob]] = []

@@ -9,6 +9,7 @@ this machine the local supervisor). Job identity is namespace/name everywhere.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -35,7 +36,8 @@ class JobStore(Protocol):
         Not idempotent: a job with the same namespace/name that still exists (running or finished)
         raises AlreadyExistsError. A job this backend cannot run raises InvalidJobError naming
         the field, and then nothing has been created. `workdir` is where relative paths in the
-        job resolve (backends that run in containers ignore it). Does I/O.
+        job resolve (None: the job came as data and nobody chose one; the current directory);
+        backends that run in containers ignore it. Does I/O.
         """
         ...
 
@@ -107,4 +109,13 @@ class Waiter(Protocol):
         """Block until the job Succeeded or Failed and return it, better than polling `get`
         (e.g. a watch). JobTimeoutError after `timeout` seconds, the job left running;
         NotFoundError if it is missing or deleted meanwhile. Read-only I/O."""
+        ...
+
+
+@runtime_checkable
+class Followable(Protocol):
+    def following(self, name: str, namespace: str) -> AbstractContextManager[None]:
+        """While the block runs, the backend keeps a finished job until the block ends (a TTL
+        deletion waits), so that whoever waits for the job sees how it ended. Never blocks;
+        nothing happens for a job that does not exist. May do I/O."""
         ...

@@ -8,10 +8,17 @@ import sys
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from trainop_core.errors import InvalidJobError, NotFoundError, TerminalError, TrainopError
+from trainop_core.errors import (
+    InvalidJobError,
+    InvalidNameError,
+    NotFoundError,
+    TerminalError,
+    TrainopError,
+)
 
 if TYPE_CHECKING:  # the models import pydantic: not needed for `trainop --help`
     from trainop_core.api.job import TrainingJob
+    from trainop_core.client import TrainingClient
 
 GROUP = "kubeflow.org"
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_TIMEOUT = 0, 1, 2, 124
@@ -22,7 +29,24 @@ def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str 
         "--backend",
         default="local",
         help="where jobs run: local (default; replicas are processes on this machine), "
-        "kubernetes (the cluster of your kubeconfig)",
+        "kubernetes (the cluster of your kubeconfig), ray (a Ray cluster: see --ray-address)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="with --backend ray: the cluster, host:port of its GCS or ray://host:10001 (Ray "
+        "Client); default $RAY_ADDRESS, else the cluster `ray start` started on this machine; "
+        "`run` starts a Ray of its own for its lifetime if there is none",
+    )
+    parser.add_argument(
+        "--ray-files",
+        choices=("upload", "shared"),
+        default="upload",
+        help="with --backend ray: upload the job file's directory to the cluster (default; "
+        "without .git, virtualenvs and what .gitignore/.rayignore list; refused above "
+        "$TRAINOP_RAY_UPLOAD_LIMIT, default 100Mi) or use the same path on every node (a "
+        "shared filesystem)",
     )
     parser.add_argument(
         "-n",
@@ -32,6 +56,18 @@ def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str 
         or "the job's namespace (default: the backend's: default locally, the kubeconfig "
         "context's on Kubernetes)",
     )
+
+
+def make_client(args: argparse.Namespace) -> TrainingClient:
+    """The client for the backend options of `args` (see `add_backend_options`)."""
+    from trainop_core.client import TrainingClient
+
+    if args.backend != "ray":
+        return TrainingClient(args.backend)
+    address = args.ray_address
+    if address is None and getattr(args, "command", "") != "run":
+        address = "auto"  # a Ray started here would end, and take the job with it, on exit
+    return TrainingClient("ray", address=address, files=args.ray_files)
 
 
 class _StderrHandler(logging.Handler):
@@ -52,8 +88,8 @@ def setup_logging() -> None:
 
 
 def resource(kind: str) -> str:
-    """`pytorchjob.kubeflow.org`, as kubectl names a resource type."""
-    return f"{kind.lower()}.{GROUP}"
+    """`pytorchjob.kubeflow.org`, as kubectl names a resource type ("job" if unknown)."""
+    return f"{kind.lower()}.{GROUP}" if kind else "job"
 
 
 def report_error(err: TrainopError) -> int:
@@ -64,6 +100,9 @@ def report_error(err: TrainopError) -> int:
     if isinstance(err, NotFoundError):
         print(f"Error from server (NotFound): {err}", file=sys.stderr)
         return EXIT_FAILED
+    if isinstance(err, InvalidNameError):
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
     print(f"error: {err}", file=sys.stderr)
     return EXIT_INVALID if isinstance(err, TerminalError) else EXIT_FAILED
 
@@ -114,10 +153,21 @@ def age(job: TrainingJob, now: datetime | None = None) -> str:
 
 
 def state_label(job: TrainingJob) -> str:
-    from trainop_core.client import job_state, supervisor_lost
+    from trainop_core.client import damage, job_state, supervisor_lost
 
+    if damage(job):
+        return "Damaged"
     state = job_state(job)
     return f"{state} (supervisor lost)" if supervisor_lost(job) else state
+
+
+def warn_damaged(jobs: list[TrainingJob]) -> None:
+    """One stderr line per job whose stored state is damaged: what is wrong, how to remove it."""
+    from trainop_core.client import damage
+
+    for job in jobs:
+        if damage(job):
+            print(f"trainop: warning: {damage(job)}", file=sys.stderr)
 
 
 def table(rows: list[list[str]]) -> str:

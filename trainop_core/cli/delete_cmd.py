@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from trainop_core.cli._output import EXIT_OK, add_backend_options, report_error, resource
+from trainop_core.cli._output import (
+    EXIT_OK,
+    add_backend_options,
+    make_client,
+    report_error,
+    resource,
+)
 from trainop_core.errors import TrainopError
 
 
@@ -15,7 +21,8 @@ def register(subparsers: Any) -> None:
         help="stop a job and remove it",
         description=(
             "Stop every replica of the job (SIGTERM, then SIGKILL after the grace period) and "
-            "remove it with its status and logs. Exit codes: 0 deleted, 1 no such job."
+            "remove it with its status and logs (a job whose stored state is damaged too). Exit "
+            "codes: 0 deleted, 1 no such job, 2 invalid name."
         ),
     )
     parser.add_argument("names", nargs="+", metavar="NAME", help="job name(s)")
@@ -24,10 +31,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
     except TrainopError as err:
         return report_error(err)
     namespace = args.namespace or client.default_namespace

@@ -11,10 +11,12 @@ from trainop_core.cli._output import (
     EXIT_OK,
     add_backend_options,
     age,
+    make_client,
     replica_summary,
     report_error,
     state_label,
     table,
+    warn_damaged,
 )
 from trainop_core.errors import TrainopError
 
@@ -30,7 +32,8 @@ def register(subparsers: Any) -> None:
             "Without NAME, list the jobs of the namespace (-A: of every namespace) as a table: "
             "NAME, KIND, STATE (the newest true condition), AGE and REPLICAS (per replica type, "
             "running or succeeded / desired). With NAME, that job only. -o yaml|json prints the "
-            "jobs with their status. Exit codes: 0, 1 no such job."
+            "jobs with their status. A job whose stored state is damaged is listed as Damaged, "
+            "with what is wrong on stderr. Exit codes: 0, 1 no such job, 2 invalid name."
         ),
     )
     parser.add_argument("name", nargs="?", metavar="NAME", help="job name")
@@ -45,10 +48,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
         namespace = args.namespace or client.default_namespace
         if args.name:
             jobs = [client.get(args.name, namespace)]
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         where = "any namespace" if args.all_namespaces else f"{namespace} namespace"
         print(f"No resources found in {where}.", file=sys.stderr)
         return EXIT_OK
+    warn_damaged(jobs)
     print(_render(jobs, args.output, args.all_namespaces and not args.name))
     return EXIT_OK
 

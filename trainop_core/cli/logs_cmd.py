@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from trainop_core.cli._output import EXIT_OK, add_backend_options, report_error
+from trainop_core.cli._output import (
+    EXIT_OK,
+    add_backend_options,
+    make_client,
+    report_error,
+    setup_logging,
+    warn_damaged,
+)
 from trainop_core.errors import TrainopError
 
 
@@ -32,11 +39,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
+    setup_logging()
     try:
-        client = TrainingClient(args.backend)
+        client = make_client(args)
         namespace = args.namespace or client.default_namespace
+        warn_damaged([client.get(args.name, namespace)])
         for line in client.logs(args.name, namespace, args.replica, args.follow):
             text = line.text if args.replica else f"{line.replica} | {line.text}"
             print(text, flush=args.follow)

@@ -77,9 +77,22 @@ def dump(objects: dict[str, Any], output: str) -> str:
     return yaml.safe_dump(objects, sort_keys=False)
 
 
+MAX_RENDERED_REPLICAS = 10_000  # a 2**31-replica job is valid, but not something to print
+
+
+def _check_size(jobs: Sequence[tuple[Kind, TrainingJob]], origin: str) -> None:
+    from trainop_core.api.bounds import total_replicas
+
+    total = sum(total_replicas(job) for _, job in jobs)
+    if total > MAX_RENDERED_REPLICAS:
+        message = f"the job(s) have {total} replicas; render prints at most {MAX_RENDERED_REPLICAS}"
+        raise InvalidJobError([Problem("", message)], source=origin)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         jobs = prepare_all(args.file)
+        _check_size(jobs, str(args.file))
         objects = render_objects(
             jobs,
             namespace=args.namespace,

@@ -3,6 +3,8 @@
 Exit codes: 0 Succeeded, 1 Failed, 2 invalid input (nothing started), 124 --timeout expired,
 130 Ctrl-C (SIGINT), 143 SIGTERM. On 124/130/143 every replica has been stopped and the job is
 recorded Failed with the reason as its message; it stays (inspect it) until `trainop delete`.
+A job deleted under the run (`trainop delete`, its TTL) ends it too: everything the replicas
+wrote is printed, and the exit code is the job's last known state (1 if it had not finished).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -21,12 +24,20 @@ from trainop_core.cli._output import (
     EXIT_OK,
     EXIT_TIMEOUT,
     add_backend_options,
+    make_client,
     replica_detail,
     report_error,
     resource,
     setup_logging,
 )
-from trainop_core.errors import JobTimeoutError, TrainopError
+from trainop_core.errors import (
+    DamagedJobError,
+    InvalidJobError,
+    JobTimeoutError,
+    NotFoundError,
+    Problem,
+    TrainopError,
+)
 
 if TYPE_CHECKING:
     from trainop_core.api.job import TrainingJob
@@ -59,13 +70,24 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="stop the job (exit 124) if it has not finished after SECONDS",
     )
     add_backend_options(parser, namespace_help="create the job in this namespace")
     parser.set_defaults(func=run)
+
+
+def seconds(text: str) -> float:
+    """A --timeout: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < float("inf")):  # also false for nan
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 class _Terminated(Exception):
@@ -77,12 +99,11 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     setup_logging()
     try:
-        client = TrainingClient(args.backend)
-        job = client.create(_source(args.file), namespace=args.namespace)
+        client = make_client(args)
+        source, workdir = _source(args.file)
+        job = client.create(source, namespace=args.namespace, workdir=workdir)
     except TrainopError as err:
         return report_error(err)
     print(f"{resource(job.kind)}/{job.name} created", file=sys.stderr, flush=True)
@@ -95,10 +116,22 @@ def run(args: argparse.Namespace) -> int:
             _remove(client, job)
 
 
-def _source(file: str) -> str | Path:
-    """The job file's path, or the job text itself for `-` (relative paths then resolve in the
-    current directory)."""
-    return sys.stdin.read() if file == "-" else Path(file)
+def _source(file: str) -> tuple[Path | Mapping[str, Any], Path | None]:
+    """The job file's path, or for `-` the one job read from standard input (at most the size
+    any job source may have; relative paths then resolve in the current directory)."""
+    if file != "-":
+        return Path(file), None
+    from trainop_core.api.load import parse_text
+    from trainop_core.api.reader import read_stream
+
+    origin = "standard input"
+    docs = parse_text(read_stream(sys.stdin, origin), origin)
+    if len(docs) != 1 or not isinstance(docs[0].data, Mapping):
+        found = "it is empty" if not docs else f"found {len(docs)} documents"
+        if len(docs) == 1:
+            found = "found no mapping with apiVersion, kind, metadata and spec"
+        raise InvalidJobError([Problem("", f"expected exactly one job; {found}")], source=origin)
+    return docs[0].data, Path.cwd()
 
 
 def _remove(client: TrainingClient, job: TrainingJob) -> None:
@@ -123,10 +156,14 @@ class _Follower:
         self.tty = self.err.isatty()
         self.lock = threading.Lock()
         self.status = ""
+        self.last: TrainingJob = job  # the newest state seen, for a job deleted under us
+        self.attached = threading.Event()  # the log stream is open (it outlives a deletion)
+        self.said_suspended = False
 
     def run(self) -> int:
         pump = threading.Thread(target=self._pump_logs, daemon=True)
         pump.start()
+        self.attached.wait(timeout=30)
         try:
             job = self._watch()
         except KeyboardInterrupt:
@@ -135,7 +172,14 @@ class _Follower:
             return self._stop("stopped by user (SIGTERM)", 143)
         except JobTimeoutError:
             return self._stop(f"stopped: --timeout {self.timeout:g} s expired", EXIT_TIMEOUT)
-        pump.join(timeout=5)
+        except NotFoundError:
+            pump.join(timeout=30)
+            return self._deleted()
+        except DamagedJobError as err:
+            pump.join(timeout=5)
+            self._say(f"{self.label}: {err}")
+            return EXIT_FAILED
+        pump.join(timeout=30)
         return self._finish(job)
 
     def _watch(self) -> TrainingJob:
@@ -143,15 +187,28 @@ class _Follower:
             try:
                 return self.client.wait(self.name, self.namespace, STATUS_SLICE_SECONDS, poll=0.05)
             except JobTimeoutError:
-                self._show(self.client.get(self.name, self.namespace))
+                self.last = self.client.get(self.name, self.namespace)
+                self._show(self.last)
             if self.timeout is not None and self._elapsed() >= self.timeout:
                 raise JobTimeoutError(f"{self.label} did not finish within {self.timeout:g} s")
 
     def _stop(self, reason: str, code: int) -> int:
         self._say(f"{self.label}: {reason}; stopping every replica ...")
-        self.client.stop(self.name, self.namespace, reason)
-        self._finish(self.client.get(self.name, self.namespace))
+        try:
+            self.client.stop(self.name, self.namespace, reason)
+            self._finish(self.client.get(self.name, self.namespace))
+        except NotFoundError:
+            self._say(f"{self.label} was deleted")
         return code
+
+    def _deleted(self) -> int:
+        """The job was deleted before we saw it finish: say so; its last state decides."""
+        from trainop_core.client import is_finished, job_state
+
+        if is_finished(self.last):
+            return self._finish(self.last)
+        self._say(f"{self.label} was deleted while {job_state(self.last)}")
+        return EXIT_FAILED
 
     def _finish(self, job: TrainingJob) -> int:
         from trainop_core.client import is_succeeded, job_state
@@ -165,17 +222,23 @@ class _Follower:
     # --- output ---------------------------------------------------------------------------------
     def _pump_logs(self) -> None:
         try:
-            for line in self.client.logs(self.name, self.namespace, follow=True):
+            lines = self.client.logs(self.name, self.namespace, follow=True)
+            self.attached.set()
+            for line in lines:
                 with self.lock:
                     self._clear()
                     print(f"{line.replica} | {line.text}", flush=True)
                     self._redraw()
         except TrainopError:
             return  # the job was deleted under us; the watcher reports it
+        finally:
+            self.attached.set()
 
     def _show(self, job: TrainingJob) -> None:
         from trainop_core.client import job_state
 
+        if job_state(job) == "Suspended" or job.spec.run_policy.suspend:
+            self._say_suspended()
         status = f"{self.label}: {job_state(job)} | {replica_detail(job)}"
         with self.lock:
             if self.tty:
@@ -185,6 +248,14 @@ class _Follower:
             elif status != self.status:
                 self.status = status
                 print(f"{status} | {self._elapsed():.1f}s", file=self.err, flush=True)
+
+    def _say_suspended(self) -> None:
+        if not self.said_suspended:
+            self.said_suspended = True
+            self._say(
+                f"{self.label} is suspended (spec.runPolicy.suspend: true): no replica runs "
+                "until it is resumed; waiting (Ctrl-C stops the job)"
+            )
 
     def _say(self, text: str) -> None:
         with self.lock:

@@ -9,6 +9,7 @@ from typing import Any
 from trainop_core.cli._output import (
     EXIT_OK,
     add_backend_options,
+    make_client,
     report_error,
     resource,
     setup_logging,
@@ -32,11 +33,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop_core.client import TrainingClient
-
     setup_logging()
     try:
-        job = TrainingClient(args.backend).create(args.file, namespace=args.namespace)
+        job = make_client(args).create(args.file, namespace=args.namespace)
     except TrainopError as err:
         return report_error(err)
     print(f"{resource(job.kind)}/{job.name} created")

@@ -56,7 +56,9 @@ def register(subparsers: Any) -> None:
         help="asha stops unpromising trials early (one rung step per metric line)",
     )
     parser.add_argument(
-        "--backend", default="local", help="where trial jobs run: local | kubernetes"
+        "--backend",
+        default="local",
+        help="where trial jobs run: local | kubernetes | ray (the Ray cluster Tune runs on)",
     )
     parser.add_argument(
         "-n",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,7 +70,12 @@ def _spec(job: TrainingJob) -> PyTorchJobSpec:
 def _nproc_int(spec: PyTorchJobSpec) -> int:
     """WORLD_SIZE multiplies by an integer nprocPerNode only; auto/cpu/gpu count as 1 (upstream)."""
     value = spec.nproc_per_node or ""
-    return int(value) if value.isdigit() else 1
+    return int(value) if _is_count(value) else 1
+
+
+def _is_count(value: str) -> bool:
+    """ASCII digits that fit an int32 ("²" is a digit to str.isdigit, and int() refuses it)."""
+    return value.isascii() and value.isdigit() and len(value) <= 10 and int(value) < 2**31
 
 
 def _master_env(ctx: ClusterContext, spec: PyTorchJobSpec, rtype: str, index: int) -> list[Any]:
@@ -151,7 +157,7 @@ def pytorch_status(
 def _nproc_problems(spec: PyTorchJobSpec) -> list[Problem]:
     problems = []
     value = spec.nproc_per_node
-    if value is not None and not (value in NPROC_WORDS or value.isdigit()):
+    if value is not None and not (value in NPROC_WORDS or _is_count(value)):
         problems.append(Problem("spec.nprocPerNode", "must be auto, cpu, gpu or an integer"))
     if (
         value is not None
@@ -177,7 +183,17 @@ def pytorch_validate(job: TrainingJob) -> list[Problem]:
         # Upstream names the missing replica spec, not the policy that needs it.
         message = "is required when spec.elasticPolicy is set"
         problems.append(Problem(spec_path(FIELD, WORKER), message))
-    return problems + _nproc_problems(spec)
+    return problems + _nproc_problems(spec) + _elastic_range_problems(spec.elastic_policy)
+
+
+def _elastic_range_problems(policy: ElasticPolicy | None) -> list[Problem]:
+    """torchrun's --nnodes=MIN:MAX needs MIN <= MAX (upstream's webhook does not check)."""
+    low = policy.min_replicas if policy is not None else None
+    high = policy.max_replicas if policy is not None else None
+    if low is None or high is None or low <= high:
+        return []
+    message = f"is {low}, more than maxReplicas ({high}): no number of workers satisfies both"
+    return [Problem("spec.elasticPolicy.minReplicas", message)]
 
 
 def pytorch_default(job: TrainingJob) -> None:
@@ -200,7 +216,7 @@ def pytorch_default(job: TrainingJob) -> None:
 def _init_container(ctx: ClusterContext) -> dict[str, Any]:
     image = str(ctx.kind_options.get(INIT_IMAGE_OPTION, "alpine:3.10"))
     tries = int(str(ctx.kind_options.get(INIT_TRIES_OPTION, 100)))
-    master = ctx.addressing.host(MASTER, 0)
+    master = shlex.quote(ctx.addressing.host(MASTER, 0))  # a DNS name; quoted all the same
     # Workers must not start torchrun before the master's DNS record exists (Kubernetes only).
     script = (
         f"for attempt in $(seq {tries}); do nslookup {master} && exit 0; "

@@ -113,20 +113,26 @@ class Connection:
         body: bytes | None,
         headers: dict[str, str],
         timeout: tuple[float, float],
-    ) -> tuple[int, bytes]:
-        """One request on this thread's kept-alive connection: (status, body)."""
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """One request on this thread's kept-alive connection: (status, headers, body)."""
         while True:
             reused = getattr(self._local, "conn", None) is not None
             conn = self._thread_connection(timeout)
             try:
                 conn.request(method, self._base + path, body, self._headers(headers))
                 resp = conn.getresponse()
-                return resp.status, resp.read()
             except (http.client.HTTPException, OSError) as exc:
                 self._drop()
-                # A kept-alive connection the server closed while idle: once more, fresh.
+                # A kept-alive connection the server closed while idle, before any answer:
+                # once more, fresh.
                 if not (reused and _retriable(exc)):
                     raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+                continue
+            try:
+                return resp.status, resp.headers, resp.read()
+            except (http.client.HTTPException, OSError) as exc:  # the body broke off
+                self._drop()
+                raise TransportError(f"{type(exc).__name__}: {exc}") from exc
 
     def stream(self, path: str, headers: dict[str, str], timeout: tuple[float, float]) -> Stream:
         """A streaming GET (a watch) on a connection of its own."""

@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from trainop_core.api.types import ConditionStatus, ConditionType, JobCondition, JobStatus
+from trainop_core.api.types import (
+    ConditionStatus,
+    ConditionType,
+    JobCondition,
+    JobStatus,
+    utc_now,
+)
 
 TRUE = ConditionStatus.TRUE
 FALSE = ConditionStatus.FALSE
@@ -43,6 +49,23 @@ def is_finished_wire(status: Mapping[str, Any]) -> bool:
     endings = {c.value for c in _ENDINGS}
     conditions = status.get("conditions") or []
     return any(c.get("type") in endings and c.get("status") == TRUE.value for c in conditions)
+
+
+def failed_status(status: Mapping[str, Any], kind: str, message: str) -> dict[str, Any]:
+    """`status` (wire form) with condition Failed (reason `<Kind>Failed`, `message`),
+    completionTime set and active replicas counted as failed; unchanged if it had already failed.
+
+    For the one failure a backend records itself, not the planner: a job stopped by its user (or
+    one that cannot be placed), which no planner input expresses."""
+    model = JobStatus.model_validate(status)
+    now = utc_now()
+    if not set_condition(model, ConditionType.FAILED, TRUE, f"{kind}Failed", message, now):
+        return dict(status)
+    model.completion_time = model.completion_time or now
+    for replica in model.replica_statuses.values():
+        replica.failed = (replica.failed or 0) + (replica.active or 0)
+        replica.active = 0
+    return model.to_dict()
 
 
 def set_condition(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime
 
 from trainop_core.api.types import CleanPodPolicy, ConditionType, RestartPolicy
 from trainop_core.planner.conditions import is_true
@@ -51,7 +51,7 @@ def expire(r: Round) -> None:
     finished_at = r.status.completion_time
     if ttl is None or finished_at is None:
         return
-    remaining = (finished_at + timedelta(seconds=ttl) - r.now).total_seconds()
+    remaining = seconds_left(ttl, finished_at, r.now)
     if remaining <= 0:
         r.plan.delete_job = True
         r.plan.metrics.append("deleted")
@@ -136,7 +136,13 @@ def deadline_remaining(r: Round) -> float | None:
     deadline = r.job.spec.run_policy.active_deadline_seconds
     if deadline is None or r.status.start_time is None:
         return None
-    return (r.status.start_time + timedelta(seconds=deadline) - r.now).total_seconds()
+    return seconds_left(deadline, r.status.start_time, r.now)
+
+
+def seconds_left(seconds: int, since: datetime, now: datetime) -> float:
+    """`seconds` after `since`, counted from `now`. Plain arithmetic: `since + timedelta(...)`
+    overflows for an int64 deadline the API accepts (9e18 s is far beyond year 9999)."""
+    return seconds - (now - since).total_seconds()
 
 
 def limit_failure(r: Round) -> str:

@@ -163,14 +163,15 @@ class ControlPlane:
         return Rest(self.url, token, str(self.ca_file), user_agent=user_agent)
 
     def kubeconfig_for(
-        self, token: str, path: str | Path | None = None, user: str = "user"
+        self, token: str, path: str | Path | None = None, user: str = "user", namespace: str = ""
     ) -> Path:
-        """Write a kubeconfig (mode 0600) that authenticates with `token`; returns its path."""
+        """Write a kubeconfig (mode 0600) that authenticates with `token` (its context's default
+        `namespace` if given); returns its path."""
         if path is None:
             path = Path(tempfile.mkstemp(prefix="kubeconfig-", dir=self.data_dir)[1])
-        ca = base64.b64encode(self.ca_file.read_bytes()).decode()
-        text = _KUBECONFIG.format(server=self.url, ca=ca, user=user, token=token)
-        return _write_private(Path(path), text)
+        return write_kubeconfig(
+            Path(path), self.url, self.ca_file.read_bytes(), token, user=user, namespace=namespace
+        )
 
     def api_client(self, token: str | None = None) -> Any:
         """A ``kubernetes.client.ApiClient`` for `token` (default: the admin); imports it."""
@@ -399,25 +400,35 @@ class ControlPlane:
         return "\n".join(parts)
 
 
-_KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters:
-- name: trainop-test
-  cluster:
-    server: {server}
-    certificate-authority-data: {ca}
-users:
-- name: {user}
-  user:
-    token: {token}
-contexts:
-- name: trainop-test
-  context:
-    cluster: trainop-test
-    user: {user}
-current-context: trainop-test
-"""
+def write_kubeconfig(
+    path: Path, server: str, ca_pem: bytes, token: str, *, user: str = "user", namespace: str = ""
+) -> Path:
+    """Write a one-context kubeconfig (mode 0600): `server`, trusting `ca_pem`, as `token`.
+
+    Every value is YAML data (dumped, never pasted into text), so a crafted user or namespace
+    cannot add keys."""
+    import yaml
+
+    context: dict[str, str] = {"cluster": "trainop-test", "user": user}
+    if namespace:
+        context["namespace"] = namespace
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "trainop-test",
+                "cluster": {
+                    "server": server,
+                    "certificate-authority-data": base64.b64encode(ca_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "trainop-test", "context": context}],
+        "current-context": "trainop-test",
+    }
+    return _write_private(path, yaml.safe_dump(config, sort_keys=False))
 
 
 def _binaries() -> KubeBinaries:

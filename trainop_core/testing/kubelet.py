@@ -7,8 +7,8 @@ acts as scheduler and kubelet of one node: it registers a Ready Node (default na
 ``trainop-node-<random>``, deleted on stop), binds each new pod to it through ``pods/binding``
 (spec.nodeName, as a scheduler would, whatever the pod's schedulerName), serves container logs
 for ``kubectl logs`` (see :mod:`trainop_core.testing._kubelet_node`) and completes the graceful
-deletion of its pods at once (grace periods are not emulated). On the in-process fake (no Nodes)
-it only writes status; pods then have no nodeName.
+deletion of its pods at once (grace periods are not emulated). On a server without Nodes it only
+writes status; pods then have no nodeName.
 
 Automatic transitions are written as a real kubelet writes them: from the pod as last seen (the
 watch, or the answer to its own last write: nobody else writes a pod's status), as a merge patch
@@ -25,8 +25,8 @@ terminated and, once all are, the pod becomes Succeeded (all exit 0) or Failed. 
 podIP/hostIP 127.0.0.1. Pods bound to another node are left alone.
 
 ``Kubelet(api, rules)``: `api` is a :class:`~trainop_core.testing.rest.Rest`, a
-:class:`~trainop_core.testing.controlplane.ControlPlane` (acts as its admin), the fake
-``ApiServer``, or a kubeconfig path. ``namespace`` limits it to one namespace, so several
+:class:`~trainop_core.testing.controlplane.ControlPlane` (acts as its admin), or a kubeconfig
+path. ``namespace`` limits it to one namespace, so several
 kubelets can share a control plane.
 """
 
@@ -54,7 +54,7 @@ from .rest import Closer, Rest, RestError
 Pod = dict[str, Any]
 log = logging.getLogger(__name__)
 POD_IP = status.POD_IP
-#: The User-Agent of the stand-in's requests (the fake API server neither counts nor faults them).
+#: The User-Agent of the stand-in's requests.
 USER_AGENT = "trainop-kubelet-standin"
 
 
@@ -107,7 +107,6 @@ class Kubelet:
         self.has_nodes = False  # resolved by start(): does the server serve Nodes?
         self.lists = 0  # LISTs and WATCHes of pods made (one list, then watches resumed)
         self.watches = 0
-        self._fake_logs: Callable[..., None] | None = getattr(api, "append_pod_log", None)
         self._log_server: LogServer | None = None
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, str, str, str, str]] = []
@@ -193,8 +192,6 @@ class Kubelet:
     def append_log(self, namespace: str, name: str, text: str, container: str) -> None:
         """Add `text` to a container's log (served to ``kubectl logs`` / ``pods/log``)."""
         self.logs.append((namespace, name, container), text)
-        if self._fake_logs is not None:
-            self._fake_logs(namespace, name, text, container)
 
     # ------------------------------------------------------------ the node
     def _register_node(self) -> None:
@@ -453,6 +450,4 @@ def _rest_for(api: Any) -> Rest:
     if hasattr(api, "rest_for") and hasattr(api, "admin_token"):  # ControlPlane
         rest: Rest = api.rest_for(api.admin_token, user_agent=USER_AGENT)
         return rest
-    if hasattr(api, "url"):  # the in-process fake ApiServer
-        return Rest(api.url, getattr(api, "token", ""), user_agent=USER_AGENT)
-    raise TypeError(f"Kubelet needs a Rest, a ControlPlane, an ApiServer or a kubeconfig: {api!r}")
+    raise TypeError(f"Kubelet needs a Rest, a ControlPlane or a kubeconfig: {api!r}")

@@ -226,8 +226,21 @@ def _listed(name: str, values: list[Any]) -> dict[str, Any]:
     return {
         "name": name,
         "parameterType": ptype,
-        "feasibleSpace": {"list": [_text(v) for v in values]},
+        "feasibleSpace": {"list": [_substitutable(name, _text(v)) for v in values]},
     }
+
+
+def _substitutable(name: str, text: str) -> str:
+    """Katib pastes a trial's values into the trial's JSON text unescaped (a string replace of
+    `${trialParameters.x}`): a quote or backslash there would change the job's structure, not
+    just the value, and another placeholder would be filled in turn."""
+    if '"' in text or "\\" in text or "${" in text or any(ord(c) < 32 for c in text):
+        raise SpaceError(
+            f"parameter {name!r}: Katib cannot substitute {text[:40]!r} safely (it pastes values "
+            'into the trial\'s JSON unescaped): remove quotes ("), backslashes, "${" and control '
+            "characters"
+        )
+    return text
 
 
 def _text(value: Any) -> str:

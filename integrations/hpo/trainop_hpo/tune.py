@@ -134,9 +134,22 @@ def _trial_spec(
     check_parameters(data, param_space)  # InvalidJobError: missing or unused
     workdir = str(template_dir(template) or Path.cwd())
     options = dict(backend_options or {})
+    if backend == "ray" and options.get("files", "upload") == "upload":
+        options.setdefault("working_dir", _upload_once(workdir, options.get("upload_limits")))
     namespace = namespace or (data.get("metadata") or {}).get("namespace")
     env = {k: v for k, v in os.environ.items() if k.startswith(DRIVER_ENV_PREFIXES)}
     return JobTrialSpec(data, workdir, metric, namespace, backend, options, env)
+
+
+def _upload_once(workdir: str, limits: Any = None) -> str:
+    """Ray backend: the template's directory, uploaded once from the driver (trials run on
+    other nodes, where it may not exist; bounded like every upload); every trial's job starts
+    in that package."""
+    from trainop_core.backends.ray.backend import connect, upload_directory
+
+    connect(None, {})
+    uri, _ = upload_directory(Path(workdir), limits)
+    return uri
 
 
 def _scheduler(scheduler: str | TrialScheduler | None) -> TrialScheduler | None:

@@ -11,19 +11,26 @@ with them input types, come from an optional annotation holding a JSON/YAML mapp
 An input with no default is a required `str`. The job text is embedded in the component (the
 pipeline's pods do not have the file) and the component calls the same runner as
 `run_training_job`, with the same passthroughs, outputs and failure behaviour.
+
+KFP ships a lightweight component as its function's source, so the function is generated. It is
+built as a syntax tree, never by pasting text: the job text, the file name, the defaults and the
+backend are constants in that tree (they cannot become code whatever they hold), and the only
+names taken from the job (the function's and the inputs') must be plain ASCII identifiers.
 """
 
 from __future__ import annotations
 
+import ast
 import keyword
 import linecache
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from trainop_core.api.load import parse_text
+from trainop_core.api.reader import read_file
 from trainop_core.errors import InvalidJobError, Problem
 from trainop_core.templating import placeholders
 from trainop_kfp.constants import DEFAULT_BACKEND, DEFAULT_TIMEOUT_SECONDS, PARAMETERS_ANNOTATION
@@ -32,33 +39,10 @@ from trainop_kfp.runner import load_job_text
 # Inputs every generated component has; a job parameter may not take one of these names.
 FIXED_INPUTS = ("metrics", "task_config", "backend", "namespace", "timeout_seconds",
                 "delete_after", "workdir")  # fmt: skip
+# Names the generated body uses itself.
+_BODY_NAMES = ("run_component",)
 _TYPES: Mapping[type, str] = {bool: "bool", int: "int", float: "float", str: "str"}
-
-_SOURCE = '''\
-def {function}(
-    metrics: Output[Metrics],
-    task_config: TaskConfig,{inputs}
-    backend: str = {backend!r},
-    namespace: str = "",
-    timeout_seconds: int = {timeout!r},
-    delete_after: bool = True,
-    workdir: str = "",
-) -> NamedTuple("Outputs", [("state", str), ("name", str)]):
-    """Run the job of {origin} with these parameters; fail when it Failed or timed out."""
-    from trainop_kfp.runner import run_component
-
-    return run_component(
-        metrics=metrics,
-        task_config=task_config,
-        template={template!r},
-        params={{{params}}},
-        backend=backend,
-        namespace=namespace,
-        timeout_seconds=timeout_seconds,
-        delete_after=delete_after,
-        workdir=workdir,
-    )
-'''
+_INT64 = 2**63
 
 
 def job_component(
@@ -74,16 +58,69 @@ def job_component(
     text = _read(path)
     inputs = job_parameters(load_job_text(text), str(path))
     function = _identifier(name or _job_name(text) or path.stem)
-    source = _SOURCE.format(
-        function=function,
-        inputs="".join(f"\n    {_signature(param, inputs[param])}," for param in _ordered(inputs)),
-        backend=backend,
-        timeout=DEFAULT_TIMEOUT_SECONDS,
-        origin=path.name,
-        template=text,
-        params=", ".join(f"{param!r}: {param}" for param in sorted(inputs)),
+    tree = _component_tree(function, inputs, text=text, origin=path.name, backend=str(backend))
+    source = ast.unparse(tree) + "\n"
+    return _decorate(_compile(function, source, f"<trainop job_component {function}>"))
+
+
+def _component_tree(
+    function: str, inputs: Mapping[str, Any], *, text: str, origin: str, backend: str
+) -> ast.Module:
+    """The component function as a syntax tree; every value from the job is an ast.Constant."""
+    required = [p for p in _ordered(inputs) if inputs[p] is _REQUIRED]
+    optional = [p for p in _ordered(inputs) if inputs[p] is not _REQUIRED]
+    fixed = [
+        ("backend", "str", backend),
+        ("namespace", "str", ""),
+        ("timeout_seconds", "int", DEFAULT_TIMEOUT_SECONDS),
+        ("delete_after", "bool", True),
+        ("workdir", "str", ""),
+    ]
+    args = [_arg("metrics", _subscript("Output", "Metrics")), _arg("task_config", "TaskConfig")]
+    args += [_arg(p, "str") for p in required]
+    args += [_arg(p, _TYPES[type(inputs[p])]) for p in optional]
+    args += [_arg(field, kind) for field, kind, _ in fixed]
+    defaults = [ast.Constant(inputs[p]) for p in optional]
+    defaults += [ast.Constant(value) for _, _, value in fixed]
+    params = sorted(inputs)
+    call = {
+        "metrics": _name("metrics"),
+        "task_config": _name("task_config"),
+        "template": ast.Constant(text),
+        "params": ast.Dict([ast.Constant(p) for p in params], [_name(p) for p in params]),
+        **{field: _name(field) for field, _, _ in fixed},
+    }
+    doc = f"Run the job of {origin} with these parameters; fail when it Failed or timed out."
+    body: list[ast.stmt] = [
+        ast.Expr(ast.Constant(doc)),
+        ast.ImportFrom("trainop_kfp.runner", [ast.alias("run_component")], 0),
+        ast.Return(
+            ast.Call(_name("run_component"), [], [ast.keyword(k, v) for k, v in call.items()])
+        ),
+    ]
+    pairs = ast.List([_pair("state"), _pair("name")], ast.Load())
+    outputs = ast.Call(_name("NamedTuple"), [ast.Constant("Outputs"), pairs], [])
+    signature = ast.arguments([], args, None, [], [], None, defaults)
+    func = ast.FunctionDef(
+        name=function, args=signature, body=body, decorator_list=[], returns=outputs
     )
-    return _decorate(_compile(function, source, f"<trainop job_component {path}>"))
+    return ast.fix_missing_locations(ast.Module([func], []))
+
+
+def _name(identifier: str) -> ast.Name:
+    return ast.Name(identifier, ast.Load())
+
+
+def _subscript(outer: str, inner: str) -> ast.Subscript:
+    return ast.Subscript(_name(outer), _name(inner), ast.Load())
+
+
+def _arg(identifier: str, annotation: ast.expr | str) -> ast.arg:
+    return ast.arg(identifier, _name(annotation) if isinstance(annotation, str) else annotation)
+
+
+def _pair(field: str) -> ast.Tuple:
+    return ast.Tuple([ast.Constant(field), _name("str")], ast.Load())
 
 
 _REQUIRED = object()
@@ -115,23 +152,35 @@ def _annotated_defaults(template: Mapping[str, Any], origin: str) -> dict[str, A
         return {}
     where = f"metadata.annotations[{PARAMETERS_ANNOTATION}]"
     try:
-        defaults = yaml.safe_load(raw) if isinstance(raw, str) else None
-    except yaml.YAMLError:
-        defaults = None
+        docs = parse_text(raw, where) if isinstance(raw, str) else []
+    except InvalidJobError:  # not YAML, or beyond what a job source may hold
+        docs = []
+    defaults = docs[0].data if len(docs) == 1 else None
     if not isinstance(defaults, dict):
         expected = 'a JSON or YAML mapping of parameter defaults, e.g. {"lr": 0.1}'
         raise InvalidJobError([Problem(where, f"expected {expected}")], source=origin)
-    wrong = [k for k, v in defaults.items() if type(v) not in _TYPES]
-    if wrong:
-        problems = [Problem(f"{where}.{k}", "expected a string, number or boolean") for k in wrong]
+    problems = [
+        Problem(f"{where}.{k}", why) for k, v in defaults.items() if (why := _bad_default(v))
+    ]
+    if problems:
         raise InvalidJobError(problems, source=origin)
     return {str(k): v for k, v in defaults.items()}
 
 
+def _bad_default(value: Any) -> str:
+    if type(value) not in _TYPES:
+        return "expected a string, number or boolean"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected a finite number, got {value!r}"
+    if type(value) is int and not -_INT64 <= value < _INT64:
+        return "expected an integer that fits 64 bits"
+    return ""
+
+
 def _bad_name(param: str) -> str:
-    if not param.isidentifier() or keyword.iskeyword(param):
+    if not (param.isascii() and param.isidentifier()) or keyword.iskeyword(param):
         return "not a Python identifier"
-    if param in FIXED_INPUTS:
+    if param in FIXED_INPUTS or param in _BODY_NAMES:
         return "the component already has an input of that name"
     return ""
 
@@ -141,17 +190,8 @@ def _ordered(inputs: Mapping[str, Any]) -> list[str]:
     return sorted(inputs, key=lambda param: (inputs[param] is not _REQUIRED, param))
 
 
-def _signature(param: str, default: Any) -> str:
-    if default is _REQUIRED:
-        return f"{param}: str"
-    return f"{param}: {_TYPES[type(default)]} = {default!r}"
-
-
 def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError as err:
-        raise InvalidJobError([Problem("", f"cannot read: {err}")], source=str(path)) from None
+    return read_file(path)  # bounded and strict like every job source
 
 
 def _job_name(text: str) -> str:
@@ -160,8 +200,15 @@ def _job_name(text: str) -> str:
 
 
 def _identifier(name: str) -> str:
-    cleaned = re.sub(r"\W", "_", name).strip("_") or "job"
-    return f"job_{cleaned}" if cleaned[0].isdigit() else cleaned
+    """An ASCII identifier from a job or file name (never a keyword: `class` -> `job_class`)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_")[:100] or "job"
+    clash = cleaned[0].isdigit() or keyword.iskeyword(cleaned) or cleaned in _RESERVED
+    return f"job_{cleaned}" if clash else cleaned
+
+
+# Names the component's module gets from kfp.dsl and typing: the function must not shadow them.
+_RESERVED = frozenset({"Output", "Metrics", "TaskConfig", "NamedTuple", "str", "int", "float",
+                       "bool", "run_component"})  # fmt: skip
 
 
 def _compile(function: str, source: str, filename: str) -> Any:
@@ -174,7 +221,7 @@ def _compile(function: str, source: str, filename: str) -> Any:
     )  # reason: the names kfp's runtime module has
     exec(
         compile(source, filename, "exec", dont_inherit=True), namespace
-    )  # reason: a generated signature is the point
+    )  # reason: a generated signature is the point; its tree holds user values as constants only
     return namespace[function]
 
 

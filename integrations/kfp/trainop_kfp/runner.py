@@ -20,8 +20,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import yaml
-
 from trainop_core.api.job import TrainingJob
 from trainop_core.client import (
     TrainingClient,
@@ -75,10 +73,9 @@ def load_job_text(job: Mapping[str, Any] | str) -> dict[str, Any]:
     """The job as a dict: a mapping as given, or parsed from YAML/JSON text (one document)."""
     if isinstance(job, Mapping):
         return dict(job)
-    try:
-        docs = [d for d in yaml.safe_load_all(job) if d is not None]
-    except yaml.YAMLError as err:
-        raise InvalidJobError([Problem("", f"not valid YAML or JSON: {err}")]) from None
+    from trainop_core.api.load import parse_text
+
+    docs = [d.data for d in parse_text(job, "")]  # bounded like every job source
     if len(docs) != 1 or not isinstance(docs[0], dict):
         found = f"{len(docs)} documents" if len(docs) != 1 else "not a mapping"
         raise InvalidJobError([Problem("", f"expected exactly one job, found {found}")])

@@ -44,9 +44,10 @@ def connect(
         api_client = _in_cluster_client()
         default = _service_account_namespace()
     else:
-        path = os.fspath(kubeconfig) if kubeconfig is not None else None
-        api_client = _kubeconfig_client(path, context)
-        default = _context_namespace(path, context)
+        # $KUBECONFIG now: the kubernetes package reads it once, when first imported.
+        path = os.fspath(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
+        api_client = _kubeconfig_client(path or None, context)
+        default = _context_namespace(path or None, context)
     return Connection(api_client=api_client, namespace=namespace or default or DEFAULT_NAMESPACE)
 
 

@@ -22,6 +22,7 @@ from trainop_core.kinds.base import Kind
 from trainop_core.replicas import replica_ids
 
 POLL_SECONDS = 0.5
+QUEUED_LINES = 1000  # pumps wait when the reader is slower: memory stays bounded
 _Item = LogLine | BaseException | None  # a line, a pump's failure, or "this pump is done"
 
 
@@ -44,11 +45,10 @@ def read_logs(pods: Pods, kind: Kind, job: TrainingJob, replica: str | None) -> 
         if not pod.started:
             continue
         try:
-            lines = pods.read_log(job.namespace, pod)
+            for text in pods.read_log(job.namespace, pod):
+                yield LogLine(pod.tag, text)
         except NotFoundError:  # deleted since listed
             continue
-        for text in lines:
-            yield LogLine(pod.tag, text)
 
 
 def follow_logs(
@@ -57,19 +57,23 @@ def follow_logs(
     """Lines from every selected replica as they are written, until the job has finished and
     every stream has ended. NotFoundError if the job is deleted meanwhile."""
     check_replica(job, kind, replica)
-    lines: queue.Queue[_Item] = queue.Queue()
+    lines: queue.Queue[_Item] = queue.Queue(maxsize=QUEUED_LINES)
+    stop = threading.Event()  # the reader went away: pumps must not wait on a full queue
     seen: set[str] = set()  # pod uids already streamed (a restarted pod has a new uid)
     pumping = 0
-    while True:
-        finished = is_finished(jobs.get(kind, job.namespace, job.name))
-        for pod in _selected(pods.of_job(kind, job.namespace, job.name), replica):
-            if pod.started and pod.uid not in seen:
-                seen.add(pod.uid)
-                pumping += 1
-                _start_pump(pods, job.namespace, pod, lines)
-        if finished and not pumping:
-            return
-        pumping -= yield from _drain(lines, POLL_SECONDS)
+    try:
+        while True:
+            finished = is_finished(jobs.get(kind, job.namespace, job.name))
+            for pod in _selected(pods.of_job(kind, job.namespace, job.name), replica):
+                if pod.started and pod.uid not in seen:
+                    seen.add(pod.uid)
+                    pumping += 1
+                    _start_pump(pods, job.namespace, pod, lines, stop)
+            if finished and not pumping:
+                return
+            pumping -= yield from _drain(lines, POLL_SECONDS)
+    finally:
+        stop.set()
 
 
 def _drain(lines: queue.Queue[_Item], seconds: float) -> Generator[LogLine, None, int]:
@@ -90,16 +94,28 @@ def _drain(lines: queue.Queue[_Item], seconds: float) -> Generator[LogLine, None
     return done
 
 
-def _start_pump(pods: Pods, namespace: str, pod: ReplicaPod, out: queue.Queue[_Item]) -> None:
+def _start_pump(
+    pods: Pods, namespace: str, pod: ReplicaPod, out: queue.Queue[_Item], stop: threading.Event
+) -> None:
+    def put(item: _Item) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=POLL_SECONDS)
+                return True
+            except queue.Full:  # the reader is slower: wait for it (bounded memory)
+                continue
+        return False
+
     def pump() -> None:
         try:
             for text in pods.stream_log(namespace, pod):
-                out.put(LogLine(pod.tag, text))
+                if not put(LogLine(pod.tag, text)):
+                    return
         except NotFoundError:  # the pod went away: nothing more to read from it
             pass
         except BaseException as exc:  # re-raised in the consuming thread
-            out.put(exc)
+            put(exc)
         finally:
-            out.put(None)
+            put(None)
 
     threading.Thread(target=pump, daemon=True, name=f"logs-{pod.pod}").start()

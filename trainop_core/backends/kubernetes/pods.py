@@ -71,13 +71,15 @@ class Pods:
     def of_job(self, kind: Kind, namespace: str, job: str) -> list[ReplicaPod]:
         """The job's pods (upstream's job-name and operator-name labels), master first."""
         selector = f"{JOB_NAME_LABEL}={job},{OPERATOR_NAME_LABEL}={kind.controller_name}"
-        response = _request(
-            lambda: self._core.list_namespaced_pod(
-                namespace, label_selector=selector, _preload_content=False
+        data = _request(  # the body is read inside: an answer that breaks off is an ApiError
+            lambda: (
+                self._core.list_namespaced_pod(
+                    namespace, label_selector=selector, _preload_content=False
+                ).data
             ),
             what=f"pods of {namespace}/{job}",
         )
-        items = json.loads(response.data).get("items") or []
+        items = json.loads(data).get("items") or []
         return sorted((replica_pod(p, kind) for p in items), key=lambda p: p.order)
 
     def delete(self, namespace: str, pod: str) -> None:
@@ -87,15 +89,18 @@ class Pods:
             what=f"pod {namespace}/{pod}",
         )
 
-    def read_log(self, namespace: str, pod: ReplicaPod) -> list[str]:
-        """The pod's log so far, as lines."""
+    def read_log(self, namespace: str, pod: ReplicaPod) -> Iterator[str]:
+        """The pod's log so far, line by line as it is read (constant memory)."""
         response = _request(
             lambda: self._core.read_namespaced_pod_log(
                 pod.pod, namespace, container=pod.container, _preload_content=False
             ),
             what=f"log of pod {namespace}/{pod.pod}",
         )
-        return str(response.data.decode("utf-8", errors="replace")).splitlines()
+        try:
+            yield from _lines(response)
+        finally:
+            response.release_conn()
 
     def stream_log(self, namespace: str, pod: ReplicaPod) -> Iterator[str]:
         """The pod's log from the start, line by line as written, until its container ends."""
@@ -116,14 +121,22 @@ class Pods:
             response.release_conn()
 
 
+CHUNK_BYTES = 64 * 1024
+MAX_LINE_BYTES = 256 * 1024  # a longer line (no newline for ages) is handed out in pieces
+
+
 def _lines(response: Any) -> Iterator[str]:
-    """Split a streamed body into lines, keeping empty ones (a log's blank lines are content)."""
+    """Split a streamed body into lines, keeping empty ones (a log's blank lines are content);
+    reads at most CHUNK_BYTES at a time and holds at most MAX_LINE_BYTES of an unended line."""
     buffer = b""
-    for chunk in response.stream(amt=None, decode_content=False):
+    for chunk in response.stream(amt=CHUNK_BYTES, decode_content=False):
         buffer += chunk
         *complete, buffer = buffer.split(b"\n")
         for line in complete:
             yield line.decode("utf-8", errors="replace")
+        while len(buffer) > MAX_LINE_BYTES:
+            yield buffer[:MAX_LINE_BYTES].decode("utf-8", errors="replace")
+            buffer = buffer[MAX_LINE_BYTES:]
     if buffer:
         yield buffer.decode("utf-8", errors="replace")
 

@@ -11,7 +11,6 @@ import contextlib
 import errno
 import logging
 import os
-import shutil
 import signal
 import tempfile
 import time
@@ -19,29 +18,41 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainop_core.api.job import GROUP, TrainingJob
-from trainop_core.api.types import format_time, utc_now
+from trainop_core.api.bounds import total_replicas
+from trainop_core.api.job import GROUP, JobSpec, TrainingJob
+from trainop_core.api.types import ObjectMeta, format_time, utc_now
 from trainop_core.backends.base import LogLine
 from trainop_core.backends.local.addressing import allocate_ports
-from trainop_core.backends.local.kubelet import kill_session
+from trainop_core.backends.local.leases import Leases, hold_shared
+from trainop_core.backends.local.limits import replica_limit_problems
 from trainop_core.backends.local.logs import follow_logs, read_logs, replica_order
-from trainop_core.backends.local.podspec import local_warnings, runnable_problems
+from trainop_core.backends.local.procs import JOB_MARKER, kill_marked, kill_session
 from trainop_core.backends.local.spawn import spawn_supervisor
 from trainop_core.backends.local.state import (
     JobDir,
     StateRoot,
     flocked,
     read_json,
+    remove_tree,
     write_json_atomic,
+    write_private,
 )
 from trainop_core.backends.local.status import failed_status, is_finished
-from trainop_core.errors import AlreadyExistsError, InvalidJobError, TrainopError
+from trainop_core.backends.process.podspec import local_warnings, runnable_problems
+from trainop_core.errors import (
+    AlreadyExistsError,
+    DamagedJobError,
+    InvalidJobError,
+    StateError,
+    TrainopError,
+)
 from trainop_core.kinds.base import Kind
 from trainop_core.replicas import replica_ids
 
 log = logging.getLogger("trainop")
 
 SUPERVISOR_ANNOTATION = "local.trainop.dev/supervisor"  # "lost" when its supervisor died
+DAMAGED_ANNOTATION = "local.trainop.dev/damaged"  # what is wrong with a job's stored state
 STOP_TIMEOUT_SECONDS = 60.0
 
 
@@ -53,82 +64,118 @@ class LocalBackend:
 
     def __init__(self, home: str | Path | None = None) -> None:
         self.root = StateRoot(Path(home).expanduser() if home is not None else None)
+        self._leases = Leases()  # creators' holds on their jobs' state (see `leases`)
 
     # --- JobStore -------------------------------------------------------------------------------
     def create(self, job: TrainingJob, kind: Kind, *, workdir: Path | None = None) -> TrainingJob:
-        wire = job.to_dict()
-        specs = wire["spec"].get(kind.replica_field, {})
-        problems = runnable_problems(specs, kind.replica_field, kind.default_container)
-        if problems:
-            raise InvalidJobError(problems, job=f"{job.kind}/{job.name}")
-        job_dir = self._materialise(job, kind, wire, Path(workdir or os.getcwd()).resolve())
-        warnings = local_warnings(specs, kind.replica_field, kind.default_container)
-        for message in warnings:
-            job_dir.append_event("Warning", "LocalBackend", message)
-            log.warning("%s %s: %s", job.kind, job.key, message)
-        try:
-            spawn_supervisor(job_dir, new_job=True)
-        except BaseException:
-            shutil.rmtree(job_dir.path, ignore_errors=True)
-            raise
-        return self._read(job_dir)
+        with self._state_errors(f"create job {job.key}"):
+            wire = job.to_dict()
+            specs = wire["spec"].get(kind.replica_field, {})
+            problems = replica_limit_problems(total_replicas(job), kind.replica_field)
+            problems = problems or runnable_problems(
+                specs, kind.replica_field, kind.default_container
+            )
+            if problems:  # before anything is allocated, locked or written
+                raise InvalidJobError(problems, job=f"{job.kind}/{job.name}")
+            where = Path(workdir or os.getcwd()).resolve()
+            job_dir, created = self._materialise(job, kind, wire, where)
+            for message in local_warnings(specs, kind.replica_field, kind.default_container):
+                job_dir.append_event("Warning", "LocalBackend", message)
+                log.warning("%s %s: %s", job.kind, job.key, message)
+            self._leases.take(job_dir)  # until this process follows the job (or briefly)
+            try:
+                spawn_supervisor(job_dir, new_job=True)
+            except BaseException:
+                self._leases.release(job_dir)
+                remove_tree(job_dir.path)
+                raise
+            return created
 
     def get(self, name: str, namespace: str) -> TrainingJob:
-        return self._read(self.root.existing(name, namespace))
+        with self._state_errors(f"read job {namespace}/{name}"):
+            return self._read(self.root.existing(name, namespace))
 
     def list(self, namespace: str | None) -> list[TrainingJob]:
         jobs = []
-        for job_dir in self.root.all_jobs(namespace):
-            with contextlib.suppress(TrainopError, OSError, ValueError):
-                jobs.append(self._read(job_dir))  # a job deleted meanwhile is simply not listed
+        with self._state_errors("list jobs"):
+            for job_dir in self.root.all_jobs(namespace):
+                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: not listed
+                    jobs.append(self._read(job_dir))
         return jobs
 
     def delete(self, name: str, namespace: str) -> None:
-        job_dir = self.root.existing(name, namespace)
-        self._stop_supervisor(job_dir, {"delete": True, "reason": "deleted"})
-        kill_recorded_replicas(job_dir)
-        shutil.rmtree(job_dir.path, ignore_errors=True)
+        with self._state_errors(f"delete job {namespace}/{name}"):
+            job_dir = self.root.existing(name, namespace)
+            self._leases.release(job_dir)
+            self._stop_supervisor(job_dir, {"delete": True, "reason": "deleted"})
+            kill_recorded_replicas(job_dir)
+            remove_tree(job_dir.path)
 
     # --- JobControl -----------------------------------------------------------------------------
     def stop(self, name: str, namespace: str, reason: str) -> None:
-        job_dir = self.root.existing(name, namespace)
-        if is_finished(job_dir.read_job().get("status") or {}):
-            return
-        self._stop_supervisor(job_dir, {"reason": reason})
-        kill_recorded_replicas(job_dir)
-        data = job_dir.read_job()  # the supervisor records it; do it here if it had died
-        status = data.get("status") or {}
-        if not is_finished(status):
-            failed = failed_status(status, data["kind"], reason)
-            job_dir.modify_job(lambda job: job.update(status=failed))
+        with self._state_errors(f"stop job {namespace}/{name}"):
+            job_dir = self.root.existing(name, namespace)
+            if is_finished(job_dir.read_job().get("status") or {}):
+                return
+            self._stop_supervisor(job_dir, {"reason": reason})
+            kill_recorded_replicas(job_dir)
+            data = job_dir.read_job()  # the supervisor records it; do it here if it had died
+            status = data.get("status") or {}
+            if not is_finished(status):
+                failed = failed_status(status, data["kind"], reason)
+                job_dir.modify_job(lambda job: job.update(status=failed))
 
     def set_suspended(self, name: str, namespace: str, suspended: bool) -> None:
-        job_dir = self.root.existing(name, namespace)
-        job_dir.modify_job(lambda job: _set_suspend(job, suspended))
-        if not self.recover(name, namespace):
-            signal_supervisor(job_dir, signal.SIGUSR1)
+        with self._state_errors(f"change job {namespace}/{name}"):
+            job_dir = self.root.existing(name, namespace)
+            job_dir.modify_job(lambda job: _set_suspend(job, suspended))
+            if not self.recover(name, namespace):
+                signal_supervisor(job_dir, signal.SIGUSR1)
 
     # --- LogSource ------------------------------------------------------------------------------
     def logs(
         self, name: str, namespace: str, replica: str | None = None, follow: bool = False
     ) -> Iterator[LogLine]:
-        job_dir = self.root.existing(name, namespace)
-        replicas = replica_order(job_dir, replica)
-        return follow_logs(job_dir, replicas) if follow else read_logs(job_dir, replicas)
+        with self._state_errors(f"read the logs of job {namespace}/{name}"):
+            job_dir = self.root.existing(name, namespace)
+            replicas = replica_order(job_dir, replica)
+            if follow:
+                return self._guarded(follow_logs(job_dir, replicas, self._handover(job_dir)))
+            return self._guarded(read_logs(job_dir, replicas))
+
+    # --- Followable -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def following(self, name: str, namespace: str) -> Iterator[None]:
+        """While the block runs, the finished job is not deleted by its TTL: whoever waits for
+        it sees how it ended (`trainop run` of a job with ttlSecondsAfterFinished: 0)."""
+        job_dir = self.root.job_dir(name, namespace)
+        with hold_shared(job_dir.follow_lease):
+            self._leases.release(job_dir)  # the creator's own hold is no longer needed
+            yield
 
     # --- Recoverable ----------------------------------------------------------------------------
     def recover(self, name: str, namespace: str) -> bool:
-        job_dir = self.root.existing(name, namespace)
-        if is_finished(job_dir.read_job().get("status") or {}) or job_dir.supervisor_alive():
-            return False
-        return spawn_supervisor(job_dir)
+        with self._state_errors(f"restart the supervisor of job {namespace}/{name}"):
+            job_dir = self.root.existing(name, namespace)
+            try:
+                finished = is_finished(job_dir.read_job().get("status") or {})
+            except DamagedJobError:
+                return False  # a supervisor could not read it either
+            if finished or job_dir.supervisor_alive():
+                return False
+            return spawn_supervisor(job_dir)
 
     # --- internals ------------------------------------------------------------------------------
     def _read(self, job_dir: JobDir) -> TrainingJob:
         from trainop_core.api.load import default_registry
 
-        data = job_dir.read_job()
-        job = default_registry().get(data["kind"]).job_model.model_validate(data)
+        try:
+            data = job_dir.read_job()
+            job = default_registry().get(data["kind"]).job_model.model_validate(data)
+        except DamagedJobError as err:
+            return damaged_job(job_dir, str(err))
+        except (TrainopError, LookupError, ValueError) as err:  # unknown kind, invalid spec
+            return damaged_job(job_dir, str(job_dir.damaged(f"job.json: {_first_line(err)}")))
         if not is_finished(data.get("status") or {}) and not job_dir.supervisor_alive():
             annotations = dict(job.metadata.annotations or {})
             annotations[SUPERVISOR_ANNOTATION] = "lost"
@@ -137,19 +184,20 @@ class LocalBackend:
 
     def _materialise(
         self, job: TrainingJob, kind: Kind, wire: dict[str, Any], workdir: Path
-    ) -> JobDir:
+    ) -> tuple[JobDir, TrainingJob]:
         """Write the whole job directory aside, then rename it into place (atomic, and failing
-        if the name is taken): nothing is ever half-created."""
+        if the name is taken): nothing is ever half-created. Returns it and the job as stored."""
         final = self.root.job_dir(job.name, job.namespace)
-        final.path.parent.mkdir(parents=True, exist_ok=True)
+        space = self.root.namespace_dir(job.namespace)
         with flocked(self.root.ports_lock):
             ports = allocate_ports(self.root, replica_ids(job, kind))
-            tmp = JobDir(Path(tempfile.mkdtemp(prefix=f".{job.name}.", dir=final.path.parent)))
+            tmp = JobDir(Path(tempfile.mkdtemp(prefix=f".{job.name}.", dir=space)))
             try:
                 _write_new_job(tmp, wire, {"workdir": str(workdir), "ports": ports})
+                stored = kind.job_model.model_validate(wire)
                 os.rename(tmp.path, final.path)
             except OSError as exc:
-                shutil.rmtree(tmp.path, ignore_errors=True)
+                remove_tree(tmp.path)
                 if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
                     raise AlreadyExistsError(
                         f'{kind.singular}.{GROUP} "{job.name}" already exists in '
@@ -157,21 +205,73 @@ class LocalBackend:
                         f"-n {job.namespace})"
                     ) from None
                 raise
-        return final
+            except BaseException:
+                remove_tree(tmp.path)
+                raise
+        return final, stored
+
+    def _handover(self, job_dir: JobDir) -> Any:
+        """What a log follower holds while the job runs: the follow lease, which also ends the
+        creator's hold."""
+
+        @contextlib.contextmanager
+        def hold() -> Iterator[None]:
+            with hold_shared(job_dir.follow_lease):
+                self._leases.release(job_dir)
+                yield
+
+        return hold
+
+    def _guarded(self, lines: Iterator[LogLine]) -> Iterator[LogLine]:
+        with self._state_errors("read logs"):
+            yield from lines
+
+    @contextlib.contextmanager
+    def _state_errors(self, doing: str) -> Iterator[None]:
+        """An OSError on the state directory (read-only, full, no permission) becomes a
+        StateError that says what could not be done, where and why."""
+        try:
+            yield
+        except OSError as exc:
+            where = exc.filename or self.root.home
+            raise StateError(
+                f"cannot {doing}: {exc.strerror or exc} ({where}; TRAINOP_HOME is {self.root.home})"
+            ) from None
 
     def _stop_supervisor(self, job_dir: JobDir, request: dict[str, Any]) -> None:
-        """Ask the supervisor to stop every replica and wait until it has exited."""
+        """Ask the supervisor to stop every replica and wait until it (and its watcher, which
+        kills whatever the replicas left) has exited. The request file alone is enough: the pid
+        only makes it prompt."""
         if not job_dir.supervisor_alive():
             return
         write_json_atomic(job_dir.control_file, request)
         deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-        signalled = False
+        signalled = killed = False
         while job_dir.supervisor_alive():
             signalled = signalled or signal_supervisor(job_dir, signal.SIGTERM)
             if time.monotonic() > deadline:
-                signal_supervisor(job_dir, signal.SIGKILL)
-                break
+                if killed:
+                    break
+                killed = signal_supervisor(job_dir, signal.SIGKILL)  # the watcher then cleans up
+                deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
             time.sleep(0.02)
+
+
+def damaged_job(job_dir: JobDir, message: str) -> TrainingJob:
+    """A stand-in for a job whose state cannot be read: its name, namespace and what is wrong
+    (annotation `local.trainop.dev/damaged`), so listings show it and `delete` can remove it."""
+    namespace, name = job_dir.key.split("/", 1)
+    kind = ""
+    with contextlib.suppress(Exception):
+        raw = read_json(job_dir.job_file)
+        kind = raw["kind"] if isinstance(raw, dict) and isinstance(raw.get("kind"), str) else ""
+    meta = ObjectMeta(name=name, namespace=namespace, annotations={DAMAGED_ANNOTATION: message})
+    return TrainingJob(kind=kind[:63], metadata=meta, spec=JobSpec(replica_specs={}))
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:200]
 
 
 def _set_suspend(job: dict[str, Any], suspended: bool) -> None:
@@ -186,8 +286,14 @@ def _write_new_job(job_dir: JobDir, wire: dict[str, Any], local: dict[str, Any])
     wire.pop("status", None)
     write_json_atomic(job_dir.job_file, wire)
     write_json_atomic(job_dir.local_file, local)
-    job_dir.logs_dir.mkdir()
-    job_dir.events_file.touch()
+    job_dir.logs_dir.mkdir(mode=0o700)
+    for path in (
+        job_dir.events_file,
+        job_dir.create_lease,
+        job_dir.follow_lease,
+        *(job_dir.log_file(replica) for replica in local["ports"]),  # followers open them early
+    ):
+        write_private(path, "")
 
 
 def signal_supervisor(job_dir: JobDir, sig: int) -> bool:
@@ -195,19 +301,24 @@ def signal_supervisor(job_dir: JobDir, sig: int) -> bool:
     pid = job_dir.read_supervisor_pid()
     if pid is None or not job_dir.supervisor_alive():
         return False
-    with contextlib.suppress(ProcessLookupError):
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
         return True
     return False
 
 
 def kill_recorded_replicas(job_dir: JobDir) -> None:
-    """Kill whatever is left of the replicas a dead supervisor recorded (each ran in a session of
-    its own, named by its pid)."""
+    """Kill whatever is left of the job's replicas when no supervisor runs it: the sessions a
+    dead supervisor recorded (each replica ran in a session of its own, named by its pid), then
+    every process carrying the job's marker (the record may be damaged, or a replica's child
+    may have left its session)."""
     try:
         records = read_json(job_dir.pods_file)
     except (OSError, ValueError):
-        return
-    for record in records:
-        if record.get("pid"):
-            kill_session(record["pid"], record.get("started"))
+        records = []
+    for record in records if isinstance(records, list) else []:
+        pid = record.get("pid") if isinstance(record, dict) else None
+        started = record.get("started") if isinstance(record, dict) else None
+        if isinstance(pid, int) and pid > 1 and isinstance(started, int):  # pid reuse guarded
+            kill_session(pid, started)
+    kill_marked(JOB_MARKER, str(job_dir.path))

@@ -1,23 +1,41 @@
-"""Reading replicas' log files: all at once, or following them while the job runs."""
+"""Reading replicas' log files: all at once, or following them while the job runs.
+
+Constant memory whatever the log's size: files are read in chunks, and a line longer than
+`MAX_LINE_BYTES` (a progress bar that never prints a newline) is handed out in pieces. A follower
+opens every log file at once and keeps it open, so it can print everything a replica wrote even
+when the job is deleted under it (by `trainop delete` or its TTL).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import IO
 
 from trainop_core.backends.base import LogLine
-from trainop_core.backends.local.state import JobDir, read_json
+from trainop_core.backends.local.state import JobDir
 from trainop_core.backends.local.status import is_finished
-from trainop_core.errors import NotFoundError
+from trainop_core.errors import DamagedJobError, NotFoundError
 
 FOLLOW_POLL_SECONDS = 0.1
+CHUNK_BYTES = 64 * 1024
+MAX_LINE_BYTES = 256 * 1024
+
+Hold = Callable[[], AbstractContextManager[None]]
 
 
 def replica_order(job_dir: JobDir, only: str | None = None) -> list[str]:
     """The job's replica ids in the order they were allocated (the kind's replica order), or
-    just `only`; NotFoundError names the replicas there are."""
-    replicas = list(read_json(job_dir.local_file)["ports"])
+    just `only`; NotFoundError names the replicas there are. With local.json damaged, the log
+    files that exist say which replicas there were."""
+    try:
+        replicas = list(job_dir.read_local()["ports"])
+    except DamagedJobError:
+        replicas = sorted(p.stem for p in job_dir.logs_dir.glob("*.log") if _is_replica(p.stem))
+        if not replicas:
+            raise
     if only is None:
         return replicas
     if only not in replicas:
@@ -26,61 +44,145 @@ def replica_order(job_dir: JobDir, only: str | None = None) -> list[str]:
     return [only]
 
 
-@dataclass
+def _is_replica(name: str) -> bool:
+    from trainop_core.api.names import is_replica
+
+    return is_replica(name)
+
+
 class _Tail:
-    """The unread rest of one log file."""
+    """The unread rest of one log file, through a descriptor kept open once the file exists."""
 
-    replica: str
-    job_dir: JobDir
-    offset: int = 0
-    partial: bytes = field(default=b"")
+    def __init__(self, replica: str, job_dir: JobDir) -> None:
+        self.replica = replica
+        self.job_dir = job_dir
+        self.handle: IO[bytes] | None = None
+        self.partial = b""
+        self.open()
 
-    def read(self, final: bool = False) -> list[LogLine]:
-        try:
-            with self.job_dir.log_file(self.replica).open("rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
-        except FileNotFoundError:
-            data = b""
-        self.offset += len(data)
-        *lines, self.partial = (self.partial + data).split(b"\n")
+    def open(self) -> None:
+        if self.handle is None:
+            with contextlib.suppress(FileNotFoundError):
+                self.handle = self.job_dir.log_file(self.replica).open("rb")
+
+    def read(self, final: bool = False) -> Iterator[LogLine]:
+        """Every complete line written since the last read (and, if `final`, the unterminated
+        rest), reading at most CHUNK_BYTES at a time."""
+        self.open()
+        while self.handle is not None and (chunk := self.handle.read(CHUNK_BYTES)):
+            yield from self._lines(chunk)
         if final and self.partial:
-            lines, self.partial = [*lines, self.partial], b""
-        return [LogLine(self.replica, line.decode(errors="replace")) for line in lines]
+            yield self._line(self.partial)
+            self.partial = b""
+
+    def _lines(self, chunk: bytes) -> Iterator[LogLine]:
+        *lines, rest = (self.partial + chunk).split(b"\n")
+        for line in lines:
+            yield self._line(line)
+        while len(rest) > MAX_LINE_BYTES:
+            piece, rest = rest[:MAX_LINE_BYTES], rest[MAX_LINE_BYTES:]
+            yield self._line(piece)
+        self.partial = rest
+
+    def _line(self, data: bytes) -> LogLine:
+        return LogLine(self.replica, data.decode(errors="replace"))
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
 
 
 def read_logs(job_dir: JobDir, replicas: list[str]) -> Iterator[LogLine]:
     for replica in replicas:
-        yield from _Tail(replica, job_dir).read(final=True)
+        tail = _Tail(replica, job_dir)
+        try:
+            yield from tail.read(final=True)
+        finally:
+            tail.close()
 
 
-def follow_logs(job_dir: JobDir, replicas: list[str]) -> Iterator[LogLine]:
+class LogFollower:
     """Lines from every replica as they are written, until the job has finished and none of its
     replicas runs any more (or it was deleted), and everything they wrote has been yielded.
 
-    A replica left running after the job finished (cleanPodPolicy None, e.g. a parameter
-    server) keeps the stream open until it stops or the job is deleted."""
-    tails = [_Tail(replica, job_dir) for replica in replicas]
-    while True:
-        finished = _finished_or_gone(job_dir)  # checked first: the last read then sees everything
-        for tail in tails:
-            yield from tail.read(final=finished)
-        if finished:
-            return
-        time.sleep(FOLLOW_POLL_SECONDS)
+    Built eagerly: when the constructor returns, every log file is open and `hold` (the
+    backend's follow lease: a TTL deletion waits for it) is held; it is let go as soon as the job
+    is seen finished. A replica left running after the job finished (cleanPodPolicy None, e.g.
+    a parameter server) keeps the stream open until it stops or the job is deleted."""
+
+    def __init__(
+        self, job_dir: JobDir, replicas: list[str], hold: Hold = contextlib.nullcontext
+    ) -> None:
+        self.job_dir = job_dir
+        self._hold: AbstractContextManager[None] | None = hold()
+        self._hold.__enter__()
+        self.tails = [_Tail(replica, job_dir) for replica in replicas]
+        self._lines = self._follow()
+
+    def __iter__(self) -> Iterator[LogLine]:
+        return self
+
+    def __next__(self) -> LogLine:
+        return next(self._lines)
+
+    def _follow(self) -> Iterator[LogLine]:
+        try:
+            while not _is_finished(self.job_dir):
+                for tail in self.tails:
+                    yield from tail.read()
+                time.sleep(FOLLOW_POLL_SECONDS)
+            self._let_go()
+            while True:
+                done = _finished_or_gone(self.job_dir)  # checked first: the last read sees all
+                for tail in self.tails:
+                    yield from tail.read(final=done)
+                if done:
+                    return
+                time.sleep(FOLLOW_POLL_SECONDS)
+        finally:
+            self.close()
+
+    def _let_go(self) -> None:
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.__exit__(None, None, None)
+
+    def close(self) -> None:
+        """Let go of the lease and the files (also when the follower is dropped unread)."""
+        self._let_go()
+        for tail in self.tails:
+            tail.close()
+
+    def __del__(self) -> None:
+        self.close()
 
 
-def _finished_or_gone(job_dir: JobDir) -> bool:
+def follow_logs(
+    job_dir: JobDir, replicas: list[str], hold: Hold = contextlib.nullcontext
+) -> LogFollower:
+    return LogFollower(job_dir, replicas, hold)
+
+
+def _is_finished(job_dir: JobDir) -> bool:
     try:
-        finished = is_finished(job_dir.read_job().get("status") or {})
-        return finished and not (job_dir.supervisor_alive() and _replicas_running(job_dir))
-    except (NotFoundError, ValueError):
+        return is_finished(job_dir.read_job().get("status") or {})
+    except (NotFoundError, DamagedJobError):
         return True
 
 
+def _finished_or_gone(job_dir: JobDir) -> bool:
+    return _is_finished(job_dir) and not (job_dir.supervisor_alive() and _replicas_running(job_dir))
+
+
 def _replicas_running(job_dir: JobDir) -> bool:
+    from trainop_core.backends.local.state import read_json
+
     try:
         records = read_json(job_dir.pods_file)
     except (OSError, ValueError):
         return False
-    return any(record.get("phase") in ("Pending", "Running") for record in records)
+    return isinstance(records, list) and any(
+        isinstance(record, dict) and record.get("phase") in ("Pending", "Running")
+        for record in records
+    )

@@ -3,7 +3,8 @@
 The supervisor must hold the job's `supervisor.lock` from the first moment (so that no second
 supervisor can start and `delete` never races a starting one): the starter takes the lock and the
 supervisor inherits the locked descriptor. It is nobody's child (double fork: no zombie for the
-starter to reap) and runs in a session of its own (a Ctrl-C in the starter's terminal is the
+starter to reap; the detached process is the supervisor's watcher, see `watcher`) and
+runs in a session of its own (a Ctrl-C in the starter's terminal is the
 starter's business, which then asks the supervisor to stop).
 
 Two ways, same result: a single-threaded starter (the `trainop` CLI) forks, so the supervisor
@@ -23,7 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
-from trainop_core.backends.local.state import JobDir
+from trainop_core.backends.local.state import JobDir, open_private
 from trainop_core.errors import TrainopError
 
 _BOOT = (
@@ -40,7 +41,7 @@ def spawn_supervisor(job_dir: JobDir, *, new_job: bool = False) -> bool:
 
     For a `new_job` no supervisor can exist yet: the lock is waited for (a client checking
     `supervisor_alive` holds it for an instant)."""
-    fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         if not _lock(fd, wait=new_job):
             return False
@@ -84,7 +85,7 @@ def _lock(fd: int, *, wait: bool) -> bool:
 
 def _exec(job_dir: JobDir, lock_fd: int) -> None:
     root = str(Path(__file__).resolve().parents[3])  # the directory holding trainop_core
-    with job_dir.supervisor_log.open("ab") as out:
+    with open_private(job_dir.supervisor_log, "ab") as out:
         boot = subprocess.Popen(
             [sys.executable, "-c", _BOOT.format(root=root), str(job_dir.path), str(lock_fd)],
             pass_fds=(lock_fd,),
@@ -99,7 +100,7 @@ def _exec(job_dir: JobDir, lock_fd: int) -> None:
 
 
 def _fork(job_dir: JobDir, lock_fd: int) -> None:
-    from trainop_core.backends.local import supervisor  # imported here, before the fork
+    from trainop_core.backends.local import watcher  # imported before the fork
 
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -114,7 +115,7 @@ def _fork(job_dir: JobDir, lock_fd: int) -> None:
         if os.fork():
             os._exit(0)
         _detach_stdio(job_dir, lock_fd)
-        code = supervisor.serve(job_dir, lock_fd)
+        code = watcher.serve(job_dir, lock_fd)
     except BaseException:
         with contextlib.suppress(Exception):
             traceback.print_exc()
@@ -126,7 +127,7 @@ def _detach_stdio(job_dir: JobDir, lock_fd: int) -> None:
     """Output to supervisor.log, nothing inherited kept open (a starter's pipe must see EOF)."""
     os.chdir(job_dir.path)
     null = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(job_dir.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(job_dir.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)

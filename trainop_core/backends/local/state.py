@@ -11,29 +11,37 @@ Layout under `$TRAINOP_HOME` (default `~/.trainop`)::
         logs/<replica>.log            each replica's stdout+stderr, appended across restarts
         supervisor.lock / .pid / .log one supervisor per job (fcntl lock), its pid and output
         control.json                  a stop request for the supervisor
+        create.lease / follow.lease   held while someone follows the job (see `leases`)
 
 Writers: the creator writes everything once (into a temporary directory renamed into place, so a
 job directory is never half-made); afterwards the supervisor alone writes status, pods and events,
 and clients change the spec only under `job.lock`.
+
+Private: directories are 0700 and files 0600 (job names, specs and logs are the user's business).
+Damage stays with its job: a file that cannot be read raises `DamagedJobError` naming it, and
+names that cannot be job names never become paths (`trainop_core.api.names`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
-import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from trainop_core.api.names import is_job_name, is_namespace, is_replica
 from trainop_core.api.types import format_time, utc_now
-from trainop_core.errors import NotFoundError
+from trainop_core.errors import DamagedJobError, NotFoundError
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+FILE_MODE = 0o600
+DIR_MODE = 0o700
 
 
 def trainop_home() -> Path:
@@ -42,8 +50,46 @@ def trainop_home() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".trainop"
 
 
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only its owner can list (made, or tightened if it exists)."""
+    try:
+        path.mkdir(mode=DIR_MODE)
+    except FileExistsError:
+        if path.is_symlink() or not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(path)) from None
+        if path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
+            path.chmod(DIR_MODE)
+    return path
+
+
+def open_private(path: Path, mode: str = "ab") -> IO[Any]:
+    """Open (creating it 0600 if needed) a file for appending; `mode` is "ab" or "a"."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+    return os.fdopen(fd, mode)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace a small file's content (created 0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a job directory atomically for readers: renamed aside (hidden) first, so nobody
+    ever sees it half-removed, then deleted."""
+    aside = path.with_name(f".{path.name}.removed-{os.urandom(4).hex()}")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return
+    except OSError:
+        aside = path  # cannot rename (e.g. a read-only parent): remove in place
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that readers see the old or the new file, never a partial one."""
+    """Write JSON so that readers see the old or the new file, never a partial one (0600)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as handle:
@@ -62,8 +108,8 @@ def read_json(path: Path) -> Any:
 
 @contextlib.contextmanager
 def flocked(path: Path, *, shared: bool = False) -> Iterator[None]:
-    """Hold an fcntl lock on `path` (created if needed) for the block."""
-    with path.open("a") as handle:
+    """Hold an fcntl lock on `path` (created 0600 if needed) for the block."""
+    with open_private(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
@@ -117,18 +163,61 @@ class JobDir:
     def control_file(self) -> Path:
         return self.path / "control.json"
 
+    @property
+    def create_lease(self) -> Path:
+        return self.path / "create.lease"
+
+    @property
+    def follow_lease(self) -> Path:
+        return self.path / "follow.lease"
+
     def log_file(self, replica: str) -> Path:
+        if not is_replica(replica):  # never a path of its own: "../x" stays out
+            raise NotFoundError(f"job {self.key} has no replica {replica!r}")
         return self.logs_dir / f"{replica}.log"
 
     def exists(self) -> bool:
-        return self.job_file.is_file()
+        """The job's directory is there (its files may still be damaged)."""
+        return self.path.is_dir() and not self.path.is_symlink()
 
     # --- job.json -----------------------------------------------------------------------------
     def read_job(self) -> dict[str, Any]:
+        """job.json; NotFoundError if the job is gone, DamagedJobError if it cannot be read."""
         try:
-            data: dict[str, Any] = read_json(self.job_file)
-        except FileNotFoundError as exc:
-            raise NotFoundError(f"job {self.key} not found") from exc
+            data = read_json(self.job_file)
+        except FileNotFoundError:
+            if self.path.is_dir():
+                raise self.damaged("job.json is missing") from None
+            raise NotFoundError(f"job {self.key} not found") from None
+        except (ValueError, OSError) as exc:
+            raise self.damaged(f"job.json cannot be read: {_reason(exc)}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+            raise self.damaged("job.json does not hold a job")
+        if not isinstance(data.get("metadata"), dict) or not isinstance(data.get("spec"), dict):
+            raise self.damaged("job.json does not hold a job")
+        return data
+
+    def damaged(self, what: str) -> DamagedJobError:
+        namespace, name = self.key.split("/", 1)
+        return DamagedJobError(
+            f"job {self.key} is damaged: {what} (in {self.path}); "
+            f"`trainop delete {name} -n {namespace}` removes it"
+        )
+
+    def read_local(self) -> dict[str, Any]:
+        """local.json, checked: the working directory and a port per replica id."""
+        try:
+            data = read_json(self.local_file)
+        except (ValueError, OSError) as exc:
+            raise self.damaged(f"local.json cannot be read: {_reason(exc)}") from None
+        ports = data.get("ports") if isinstance(data, dict) else None
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("workdir"), str)
+            or not isinstance(ports, dict)
+            or not all(is_replica(k) and _is_port(v) for k, v in ports.items())
+        ):
+            raise self.damaged("local.json does not hold a working directory and replica ports")
         return data
 
     def modify_job(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -148,43 +237,47 @@ class JobDir:
     def append_event(self, type_: str, reason: str, message: str) -> None:
         record = {"time": format_time(utc_now()), "type": type_, "reason": reason}
         record["message"] = message
-        with self.events_file.open("a") as handle:
+        with open_private(self.events_file, "a") as handle:
             handle.write(json.dumps(record) + "\n")
 
     def read_events(self) -> list[dict[str, str]]:
+        """Every readable event (a garbled line is skipped, not fatal)."""
         try:
-            lines = self.events_file.read_text().splitlines()
+            lines = self.events_file.read_text(errors="replace").splitlines()
         except FileNotFoundError:
             return []
-        return [json.loads(line) for line in lines if line.strip()]
+        return [event for line in lines if (event := _event(line)) is not None]
 
     # --- supervisor liveness ------------------------------------------------------------------
     def supervisor_alive(self) -> bool:
         """True while a supervisor holds the lock (a dead process holds no fcntl lock)."""
+        try:  # read-only: a probe must work on a read-only TRAINOP_HOME and create nothing
+            fd = os.open(self.supervisor_lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
         try:
-            handle = self.supervisor_lock.open("a")
-        except FileNotFoundError:
-            return False
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            return False
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing releases the probe's lock too
+        return False
 
     def read_supervisor_pid(self) -> int | None:
         try:
-            return int(self.supervisor_pid.read_text().strip())
-        except (FileNotFoundError, ValueError):
+            text = self.supervisor_pid.read_text(errors="replace").strip()
+        except OSError:
             return None
+        return int(text) if text.isascii() and text.isdigit() and 0 < int(text) < 2**22 else None
 
 
 class StateRoot:
     """The `$TRAINOP_HOME` tree: where each namespace/name lives and which jobs exist."""
 
     def __init__(self, home: Path | None = None) -> None:
-        self.home = home if home is not None else trainop_home()
+        # Absolute: supervisors run in their job directory, and the job directory's path is
+        # every replica's job marker (`procs.JOB_MARKER`), which must read the same everywhere.
+        self.home = Path(os.path.abspath(home if home is not None else trainop_home()))
 
     @property
     def jobs_root(self) -> Path:
@@ -196,9 +289,20 @@ class StateRoot:
 
     def job_dir(self, name: str, namespace: str) -> JobDir:
         """The directory of namespace/name; names that cannot be job names are never found."""
-        if not (_NAME.match(name or "") and _NAME.match(namespace or "")):
-            raise NotFoundError(f"job {namespace}/{name} not found (not a valid name)")
+        if not (is_job_name(name) and is_namespace(namespace)):
+            raise NotFoundError(f"job {namespace!r:.70}/{name!r:.70} not found (not a valid name)")
         return JobDir(self.jobs_root / namespace / name)
+
+    def namespace_dir(self, namespace: str) -> Path:
+        """jobs/<namespace>, created private if needed."""
+        if not is_namespace(namespace):
+            raise NotFoundError(f"namespace {namespace!r:.70} not found (not a valid name)")
+        if not self.home.is_dir():  # TRAINOP_HOME itself: made private, never tightened
+            self.home.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                self.home.mkdir(mode=DIR_MODE)
+        private_dir(self.jobs_root)
+        return private_dir(self.jobs_root / namespace)
 
     def existing(self, name: str, namespace: str) -> JobDir:
         job_dir = self.job_dir(name, namespace)
@@ -207,13 +311,35 @@ class StateRoot:
         return job_dir
 
     def all_jobs(self, namespace: str | None = None) -> list[JobDir]:
-        """Every job directory (of one namespace or all), sorted by namespace then name."""
+        """Every job directory (of one namespace or all), sorted by namespace then name. Only
+        directories named like namespaces and jobs count (no symlink, no temporary directory)."""
+        if namespace is not None and not is_namespace(namespace):
+            return []
         if not self.jobs_root.is_dir():
             return []
         spaces = [self.jobs_root / namespace] if namespace else sorted(self.jobs_root.iterdir())
         found: list[JobDir] = []
         for space in spaces:
-            if space.is_dir():
-                entries = sorted(space.iterdir())
-                found.extend(JobDir(p) for p in entries if not p.name.startswith("."))
+            if is_namespace(space.name) and space.is_dir() and not space.is_symlink():
+                found.extend(JobDir(p) for p in sorted(space.iterdir()) if is_job_name(p.name))
         return [job for job in found if job.exists()]
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc).split("\n")[0][:200] or type(exc).__name__
+
+
+def _is_port(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
+
+
+def _event(line: str) -> dict[str, str] | None:
+    if not line.strip():
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None

@@ -8,11 +8,16 @@ client pokes it (SIGUSR1), the plan's `requeue_after` expires or a safety poll c
 It decides nothing itself, except recording a job Failed when a user stops it.
 
 Exactly one supervisor runs per job: it holds an fcntl lock on `supervisor.lock` for its lifetime.
-If it dies, its replicas die with it (PR_SET_PDEATHSIG); a new supervisor (started by a client,
-see `LocalBackend.recover`) reports the replicas that were running as Failed with reason
-SupervisorLost and no exit code, like pods on a lost node, and the planner decides what follows
-(recreate them under OnFailure/Always/ExitCode, fail the job under Never). Finished replicas are
-remembered in `pods.json`, so a succeeded replica never runs twice and no replica is duplicated.
+Its parent is a tiny watcher (`watch`), a child subreaper that shares the lock: every process a
+replica orphans (a double fork, a `setsid()` daemon) becomes the watcher's child, and when the
+supervisor ends, however it ends (SIGKILL included), the watcher kills every one of them before it
+releases the lock. The replicas themselves die with the supervisor (PR_SET_PDEATHSIG).
+
+A new supervisor (started by a client, see `LocalBackend.recover`) reports the replicas that were
+running as Failed with reason SupervisorLost and no exit code, like pods on a lost node, and the
+planner decides what follows (recreate them under OnFailure/Always/ExitCode, fail the job under
+Never). Finished replicas are remembered in `pods.json`, so a succeeded replica never runs twice
+and no replica is duplicated; a damaged record is dropped (its processes are found by marker).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from __future__ import annotations
 import fcntl
 import os
 import select
-import shutil
 import signal
 import sys
 import time
@@ -31,13 +35,25 @@ from pathlib import Path
 from typing import Any
 
 from trainop_core.backends.local.addressing import LocalAddressing, replica_id
-from trainop_core.backends.local.kubelet import LocalPod, stop_pods
-from trainop_core.backends.local.podspec import base_env, launch_spec
-from trainop_core.backends.local.state import JobDir, read_json, write_json_atomic
+from trainop_core.backends.local.leases import CREATE_GRACE_SECONDS, is_held
+from trainop_core.backends.local.procs import (
+    JOB_MARKER,
+    kill_marked,
+)
+from trainop_core.backends.local.state import (
+    JobDir,
+    read_json,
+    remove_tree,
+    write_json_atomic,
+)
 from trainop_core.backends.local.status import failed_status, is_finished
+from trainop_core.backends.process.kubelet import LocalPod, stop_pods
+from trainop_core.backends.process.podspec import base_env, launch_spec
+from trainop_core.errors import NotFoundError
 from trainop_core.planner.types import Observed, Plan
 
 SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises
+HELD_POLL_SECONDS = 0.05  # how often a TTL deletion held up by a follower looks again
 # What it applied is itself news (on Kubernetes a pod deletion or a status write triggers the
 # next reconcile): plan again at once, up to this many rounds in a row.
 MAX_ROUNDS_AT_ONCE = 10
@@ -51,7 +67,7 @@ class Supervisor:
         from trainop_core.api.load import default_registry
 
         self.dir = job_dir
-        local = read_json(job_dir.local_file)
+        local = job_dir.read_local()
         self.workdir: str = local["workdir"]
         self.addressing = LocalAddressing(local["ports"])
         data = job_dir.read_job()
@@ -64,6 +80,7 @@ class Supervisor:
         self._job_mtime = 0
         self._pods_written: list[dict[str, Any]] | None = None
         self._events_seen: set[tuple[str, str, str]] = set()
+        self._delete_due: float | None = None  # when the TTL first asked for the deletion
         self._wake_r, self._wake_w = os.pipe()
 
     # --- the loop --------------------------------------------------------------------------------
@@ -71,23 +88,22 @@ class Supervisor:
         previous = self._install_signals()
         try:
             self._recover()
-            while not self.stop_signal:
+            while not self._stop_requested():
                 plan = self._reconcile_until_settled()
-                if plan.delete_job:
+                if plan.delete_job and not self._deletion_held():
                     return self._delete_job()
-                if self._done(plan):
+                if not plan.delete_job and self._done(plan):
                     return 0
-                self._sleep(self._timeout(plan))
+                self._sleep(HELD_POLL_SECONDS if plan.delete_job else self._timeout(plan))
             return self._stop()
         except Exception as exc:
             # A bug here would recur on every restart: record the job Failed instead of letting
             # clients restart the supervisor forever.
-            self.dir.append_event("Warning", "SupervisorError", traceback.format_exc(limit=5))
-            if self.dir.path.is_dir():
-                self._record_stopped(f"the local supervisor failed: {exc!r}")
+            self._record_failure(exc)
             raise
         finally:
             stop_pods(self.pods.values())
+            kill_marked(JOB_MARKER, str(self.dir.path))  # what the replicas left anywhere
             self._write_pods()
             self._restore_signals(previous)
 
@@ -123,7 +139,8 @@ class Supervisor:
             return False
         spec = launch_spec(manifest, self.kind.default_container, self.env, self.workdir)
         rtype = self.kind.canonical_replica_type(spec.replica_type)
-        pod = LocalPod(spec, rtype, self.dir.log_file(replica_id(rtype, spec.index)))
+        log = self.dir.log_file(replica_id(rtype, spec.index))
+        pod = LocalPod(spec, rtype, log, str(self.dir.path))
         self.pods[name] = pod
         pod.start()
         return True
@@ -191,18 +208,64 @@ class Supervisor:
             self._pods_written = records
 
     def _recover(self) -> None:
-        """Take over from a supervisor that died: remember finished replicas, lose running ones."""
+        """Take over from a supervisor that died: remember finished replicas, lose running ones.
+        What the record cannot say (it is damaged) is re-derived: every process still carrying
+        the job's marker is killed, and the planner re-creates the replicas it needs."""
         if not self.dir.pods_file.exists():
             return
-        for record in read_json(self.dir.pods_file):
-            rid = replica_id(record["replicaType"], record["index"])
-            pod = LocalPod.from_record(record, self.dir.log_file(rid))
+        for record in self._pod_records():
+            try:
+                rid = replica_id(record["replicaType"], record["index"])
+                pod = LocalPod.from_record(record, self.dir.log_file(rid), str(self.dir.path))
+            except (ValueError, KeyError, TypeError, NotFoundError) as exc:
+                self.dir.append_event("Warning", "PodRecordDamaged", f"pods.json: {exc}")
+                continue
             if pod.phase not in ("Succeeded", "Failed"):
                 pod.lose()
                 self.dir.append_event("Warning", "SupervisorLost", f"{pod.name}: {pod.message}")
             self.pods[pod.name] = pod
+        kill_marked(JOB_MARKER, str(self.dir.path))  # nothing of the old run may keep running
+
+    def _pod_records(self) -> list[Any]:
+        try:
+            records = read_json(self.dir.pods_file)
+        except (OSError, ValueError) as exc:
+            records = None
+            problem = f"pods.json cannot be read ({exc}); replicas that ran are treated as lost"
+        else:
+            problem = "pods.json does not hold a list of pods; replicas that ran are lost"
+        if isinstance(records, list):
+            return records
+        self.dir.append_event("Warning", "PodRecordDamaged", problem)
+        return []
 
     # --- stopping --------------------------------------------------------------------------------
+    def _stop_requested(self) -> bool:
+        """A stop signal, or a stop request written by a client that could not signal us (it
+        does not know our pid: supervisor.pid may be damaged)."""
+        if not self.stop_signal and self.dir.control_file.exists():
+            self.stop_signal = signal.SIGTERM
+        return bool(self.stop_signal)
+
+    def _deletion_held(self) -> bool:
+        """A TTL deletion waits while a follower has not yet seen the job finished, and briefly
+        for a creator that has not started following it yet (see `leases`)."""
+        now = time.monotonic()
+        if self._delete_due is None:
+            self._delete_due = now
+        if is_held(self.dir.follow_lease):
+            return True
+        return now - self._delete_due < CREATE_GRACE_SECONDS and is_held(self.dir.create_lease)
+
+    def _record_failure(self, exc: Exception) -> None:
+        """Record the job Failed after our own failure, as far as its state allows."""
+        try:
+            self.dir.append_event("Warning", "SupervisorError", traceback.format_exc(limit=5))
+            if self.dir.path.is_dir():
+                self._record_stopped(f"the local supervisor failed: {exc!r}")
+        except Exception:  # the state itself is what failed (damaged, disk full): say so
+            traceback.print_exc()
+
     def _stop(self) -> int:
         """A client (delete, Ctrl-C on `trainop run`) or the system asked us to stop everything."""
         request = self._stop_request()
@@ -235,7 +298,7 @@ class Supervisor:
     def _delete_job(self) -> int:
         stop_pods(self.pods.values())
         self.pods.clear()
-        shutil.rmtree(self.dir.path, ignore_errors=True)
+        remove_tree(self.dir.path)
         return 0
 
     # --- waking up -------------------------------------------------------------------------------
@@ -282,7 +345,7 @@ def _default_planner() -> Callable[..., Plan]:
 
 def _hold_lock(job_dir: JobDir) -> int | None:
     """Take the one-supervisor-per-job lock; None if another supervisor holds it."""
-    fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -292,6 +355,8 @@ def _hold_lock(job_dir: JobDir) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trainop_core.backends.local.watcher import serve
+
     """`JOB_DIR [LOCK_FD]`: LOCK_FD is the already locked supervisor.lock a client passed down."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (1, 2):
@@ -302,13 +367,6 @@ def main(argv: list[str] | None = None) -> int:
     if lock is None:
         return 0  # another supervisor runs this job
     return serve(job_dir, lock)
-
-
-def serve(job_dir: JobDir, lock_fd: int) -> int:
-    """Run the job's supervisor in this process, which holds the job's lock on `lock_fd`."""
-    os.set_inheritable(lock_fd, False)  # replicas must not keep the job locked after we die
-    job_dir.supervisor_pid.write_text(f"{os.getpid()}\n")
-    return Supervisor(job_dir).run()
 
 
 if __name__ == "__main__":

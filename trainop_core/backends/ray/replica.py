@@ -1,0 +1,166 @@
+"""One replica's actor: it holds the replica's bundle and runs the replica's pod as processes.
+
+The supervisor creates it in the replica's bundle of the job's placement group and asks it for its
+address (`endpoint`: the node's IP and a port probed there) before any process starts; then it
+hands over the planned pod (`start`). The pod runs exactly as on the local backend
+(`backends.process.kubelet.LocalPod`: init containers in order, `$(VAR)` expansion, in-place
+restarts for OnFailure/Always, exit codes), in a session of its own, and dies with the actor's
+process (PR_SET_PDEATHSIG). Its output goes to a file on the node, which the supervisor reads
+through `watch` as it grows.
+
+The actor is threaded: `watch` blocks until something changed while `stop` may come in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from trainop_core.backends.process.kubelet import LocalPod, spawn_from_threads, stop_pods
+from trainop_core.backends.process.podspec import base_env, launch_spec
+
+POLL_SECONDS = 0.05
+READ_LIMIT_BYTES = 256 * 1024
+BATCH_SECONDS = 0.1  # output is handed over at most this often unless the pod itself changed
+
+
+def probe_port(preferred: int | None, avoid: set[int]) -> int:
+    """A port free on every interface of this node: `preferred` if it still is, else a new one."""
+    candidates = [preferred] if preferred else []
+    for _ in range(100):
+        wanted = candidates.pop() if candidates else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("", wanted))
+            except OSError:
+                continue
+            port: int = sock.getsockname()[1]
+        if port not in avoid:
+            return port
+    raise OSError("could not find a free TCP port on this node")
+
+
+class Replica:
+    """The actor class (made remote by `remote_class`)."""
+
+    def __init__(self, job_key: str, replica: str, replica_type: str) -> None:
+        self.job_key = job_key
+        self.replica = replica
+        self.replica_type = replica_type
+        self.dir = Path(tempfile.mkdtemp(prefix="trainop-replica-"))
+        self.log_path = self.dir / f"{replica}.log"
+        self.log_path.touch()
+        self.ip = ray.util.get_node_ip_address()
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.pod: LocalPod | None = None
+        self.stopped = False  # the pod was stopped: no more reaping or in-place restarts
+        self.version = 0
+        self.changed = threading.Condition()
+        self.closed = False
+        threading.Thread(target=self._kubelet, daemon=True, name="kubelet").start()
+
+    # --- called by the supervisor ----------------------------------------------------------------
+    def endpoint(
+        self, preferred: int | None = None, avoid: list[int] | None = None
+    ) -> dict[str, Any]:
+        """This node's IP, a free port on it (`preferred` if free), and the node's id."""
+        port = probe_port(preferred, set(avoid or ()))
+        return {"ip": self.ip, "port": port, "node_id": self.node_id}
+
+    def start(self, manifest: dict[str, Any], default_container: str, workdir: str | None) -> None:
+        """Run the planned pod (a stopped previous one is replaced). `workdir` None: the actor's
+        working directory, i.e. the job's files Ray unpacked on this node."""
+        env = base_env(os.environ)
+        where = workdir or os.getcwd()
+        spec = launch_spec(manifest, default_container, env, where, host_ip=self.ip)
+        with self.changed:
+            if self.pod is not None and self.pod.alive:
+                raise RuntimeError(f"replica {self.replica} still runs pod {self.pod.name}")
+            self.pod = LocalPod(spec, self.replica_type, self.log_path, spawn=spawn_from_threads)
+            self.stopped = False
+            self.pod.start()
+            self._bump()
+
+    def watch(self, version: int, offset: int, timeout: float) -> dict[str, Any]:
+        """Wait (up to `timeout` s) until the pod changed past `version` or wrote past `offset`;
+        then the pod as observed and the output from `offset` on (bounded)."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while self.version == version and self._log_size() <= offset and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.changed.wait(min(left, POLL_SECONDS * 2))
+            if self.version == version and self._log_size() > offset:
+                self.changed.wait(BATCH_SECONDS)  # let more output gather: fewer, larger calls
+            return self._report(offset)
+
+    def stop(self) -> dict[str, Any]:
+        """Stop the pod's processes (SIGTERM, its grace period, SIGKILL); its final report."""
+        with self.changed:  # held throughout: the kubelet thread must not restart it meanwhile
+            self.stopped = True
+            if self.pod is not None:
+                stop_pods([self.pod])
+            self._bump()
+            return self._report(self._log_size())
+
+    def close(self) -> None:
+        """Stop everything and remove this replica's files from the node (before the actor goes)."""
+        self.stop()
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- internals -------------------------------------------------------------------------------
+    def _kubelet(self) -> None:
+        """Reap exits and run in-place restarts, like a kubelet; wake watchers on any change."""
+        size = 0
+        while not self.closed:
+            time.sleep(POLL_SECONDS)
+            with self.changed:
+                if self.pod and not self.stopped and self.pod.poll(time.monotonic()):
+                    self._bump()
+                now_size = self._log_size()
+                if now_size != size:
+                    size = now_size
+                    self.changed.notify_all()
+
+    def _bump(self) -> None:
+        self.version += 1
+        self.changed.notify_all()
+
+    def _log_size(self) -> int:
+        with contextlib.suppress(OSError):
+            return self.log_path.stat().st_size
+        return 0
+
+    def _report(self, offset: int) -> dict[str, Any]:
+        data = b""
+        with contextlib.suppress(OSError), self.log_path.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read(READ_LIMIT_BYTES)
+        pod = self.pod
+        return {
+            "version": self.version,
+            "pod": dataclasses.asdict(pod.observed()) if pod is not None else None,
+            "running": pod is not None and (pod.alive or pod.next_wakeup() is not None),
+            "log": data,
+            "offset": offset + len(data),
+        }
+
+
+def remote_class() -> Any:
+    """The Ray actor class of `Replica` (threaded: `watch` blocks while `stop` may arrive)."""
+    make: Any = ray.remote  # its overloads do not know actor options
+    return make(max_concurrency=4, max_restarts=0)(Replica)
