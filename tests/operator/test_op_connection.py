@@ -95,6 +95,32 @@ def test_an_exec_plugin_is_run_by_the_official_loader(
     assert lists_pods(load_connection(str(write(tmp_path / "kc", config))), k8s_namespace)
 
 
+@pytest.mark.parametrize(
+    ("user_extra", "cluster_extra"),
+    [({"as": "someone-else"}, {}), ({}, {"disable-compression": True})],
+    ids=["impersonation", "unknown-cluster-key"],
+)
+def test_a_kubeconfig_key_the_connection_does_not_read_goes_to_the_official_loader(
+    control_plane: ControlPlane,
+    k8s_namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    user_extra: dict[str, Any],
+    cluster_extra: dict[str, Any],
+) -> None:
+    """Only what connection.py understands takes its own path; nothing is silently ignored."""
+    from trainop_core.operator import connection
+
+    loaded: list[str] = []
+    official = connection._official
+    monkeypatch.setattr(connection, "_official", lambda p: loaded.append(p) or official(p))
+    config = kubeconfig(control_plane, {"token": control_plane.admin_token, **user_extra})
+    config["clusters"][0]["cluster"].update(cluster_extra)
+    path = write(tmp_path / "kc", config)
+    assert lists_pods(load_connection(str(path)), k8s_namespace)
+    assert loaded == [str(path)]
+
+
 def test_in_cluster_the_service_account_token_and_ca_are_used(
     control_plane: ControlPlane, k8s_namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,11 +10,12 @@ connection of its own that any thread can close.
 :func:`load_connection` reads what the operator needs from ``--kubeconfig``, ``$KUBECONFIG``, the
 in-cluster ServiceAccount, or ``~/.kube/config``: the server, its CA (``certificate-authority``
 file or data, or ``insecure-skip-tls-verify``), and a token (``token`` or ``tokenFile``, re-read
-every minute as client-go does, since bound tokens rotate) and/or a client certificate. A user with
-an ``exec`` or ``auth-provider`` plugin, basic auth, a ``proxy-url``, or several files in
-``$KUBECONFIG`` is loaded by the official client's loader instead (imported only then), whose
-token hook is then asked for the credentials of every request. :meth:`Connection.from_api_client`
-adopts a ready ``kubernetes.client.ApiClient`` (tests inject one) the same way.
+every minute as client-go does, since bound tokens rotate) and/or a client certificate. A user or
+cluster with any other key (an ``exec`` or ``auth-provider`` plugin, basic auth, impersonation, a
+``proxy-url``, ...) and several files in ``$KUBECONFIG`` are loaded by the official client's loader
+instead (imported only then), whose token hook is then asked for the credentials of every request.
+:meth:`Connection.from_api_client` adopts a ready ``kubernetes.client.ApiClient`` (tests inject
+one) the same way.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 TOKEN_REREAD_SECONDS = 60.0
 IDLE_REUSE_SECONDS = 30.0  # a kept-alive connection idle longer is opened anew
 USER_AGENT = "trainop-operator"
+#: What this module reads of a kubeconfig; a user or cluster with any other key goes to the
+#: official loader.
+OWN_USER_KEYS = frozenset(
+    {"token", "tokenFile", "client-certificate", "client-certificate-data", "client-key",
+     "client-key-data", "extensions"}
+)  # fmt: skip
+OWN_CLUSTER_KEYS = frozenset(
+    {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify",
+     "tls-server-name", "extensions"}
+)  # fmt: skip
 
 
 class TransportError(Exception):
@@ -280,8 +291,10 @@ def kubeconfig_connection(path: Path) -> Connection:
         if context.get("user")
         else {}
     )
-    if set(user) & {"exec", "auth-provider", "username"} or cluster.get("proxy-url"):
-        return _official(str(path))  # plugins, basic auth, proxies: the official loader
+    if set(user) - OWN_USER_KEYS or set(cluster) - OWN_CLUSTER_KEYS:
+        # exec and auth-provider plugins, basic auth, impersonation, proxies, anything newer:
+        # the official loader, as before this module existed.
+        return _official(str(path))
     base = path.parent
     server = str(cluster.get("server") or "")
     if not server:
