@@ -1,9 +1,18 @@
-"""Tables, medians and goals for benchmarks/operator_vs_upstream.py's results."""
+"""Tables, medians and goals for benchmarks/operator_vs_upstream.py's results.
+
+    python benchmarks/report.py [benchmarks/results/operator_vs_upstream.json] [--markdown]
+
+prints the tables again from a results file (``--markdown``: the README's table of medians).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
+import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 Obj = dict[str, Any]
@@ -169,3 +178,56 @@ def _render(rows: list[list[str]]) -> list[str]:
                          enumerate(zip(row, widths, strict=True)))
         for row in rows
     ]  # fmt: skip
+
+
+def by_verb(per_resource: dict[str, float]) -> dict[str, float]:
+    """ "verb resource" -> n, summed by verb."""
+    verbs: dict[str, float] = defaultdict(float)
+    for key, n in per_resource.items():
+        verbs[key.split(" ", 1)[0]] += n
+    return dict(sorted(verbs.items(), key=lambda kv: -kv[1]))
+
+
+def markdown(document: Obj) -> str:
+    """The medians as one Markdown table (a row per setup), for the README."""
+    head = (
+        "| comparison | operator (client limits) | jobs/s | p50 / p95 s | requests/job (by verb) "
+        "| watches open | CPU s/job | peak RSS MiB | deepest queue | load (1 min) |"
+    )
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    results = [derived(r) for r in document["results"]]
+    for label, med in document["medians"].items():
+        comparison, name = label.split(" / ", 1)
+        runs = [r for r in results if r["comparison"] == comparison and r["setup"] == name]
+        loads = [r["load_1min_at_start"] for r in runs]
+        verbs = by_verb(med["requests_per_job_by_verb_resource"])
+        verb_text = ", ".join(f"{v} {n:.1f}" for v, n in verbs.items() if n >= 0.05)
+        cells = [
+            comparison,
+            f"{name}",
+            _fmt(med["jobs_per_second"], "{:.2f}"),
+            f"{_fmt(med['latency_p50'], '{:.1f}')} / {_fmt(med['latency_p95'], '{:.1f}')}",
+            f"{_fmt(med['requests_per_job'], '{:.1f}')} ({verb_text})",
+            _fmt(med["watches_open"], "{:.0f}"),
+            _fmt(med["cpu_per_job"], "{:.3f}"),
+            _fmt(med["operator_peak_rss_mib"], "{:.0f}"),
+            _fmt(med["queue_depth_max"], "{:.0f}"),
+            f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    default = Path(__file__).with_name("results") / "operator_vs_upstream.json"
+    parser.add_argument("results", nargs="?", type=Path, default=default)
+    parser.add_argument("--markdown", action="store_true", help="the README's table of medians")
+    args = parser.parse_args(argv)
+    document = json.loads(args.results.read_text())
+    print(markdown(document) if args.markdown else tables(document))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
