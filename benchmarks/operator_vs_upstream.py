@@ -1,9 +1,10 @@
 """trainop's operator against Kubeflow's Go training operator, on the same real control plane.
 
-    PYTHONPATH=. python benchmarks/operator_vs_upstream.py                 # 3 rounds, ~40 min
+    PYTHONPATH=. python benchmarks/operator_vs_upstream.py        # 3 rounds, ~20 min on 2 cores
     PYTHONPATH=. python benchmarks/operator_vs_upstream.py --rounds 1 --jobs 30 --no-mxjob
     PYTHONPATH=. python benchmarks/operator_vs_upstream.py --operators trainop --jobs 1000 \\
-        --replicas 5 --limits raised --rate 4 --rounds 1 --no-mxjob --json /tmp/scale.json
+        --replicas 5 --limits raised --rate 2 --rounds 1 --no-mxjob \\
+        --json benchmarks/results/scale_trainop.json
 
 Each setup gets a fresh control plane (etcd, kube-apiserver v1.36.3 with an audit log; see
 benchmarks/audit.py), the kubelet stand-in in its own process (every pod runs `--run-seconds`
@@ -13,12 +14,15 @@ operator acts as its own ServiceAccount (bound to cluster-admin), so the audit l
 requests apart. Both see the same CRDs (trainop's, which carry upstream's schema), the same jobs,
 created at the same rate by the admin, and the same stand-in. Upstream runs with its webhook
 out of the way (upstream_operator.py says how): no admission request reaches either operator.
+The control plane's binaries and upstream's are built (Go module proxy, per-machine cache) before
+the first setup when this machine has none yet.
 
 Comparisons: ``v1.9`` (PyTorchJob, TFJob, XGBoostJob; upstream v1.9.3) at upstream's default client
 limits (QPS 20, burst 30) and raised (QPS 1000, burst 2000), and ``v1.8-mxjob`` (the same plus
-MXJob; upstream v1.8.1, whose limits are fixed at 20/30). Setups alternate within each round and
-the order flips every round; a warm-up of `--warmup` jobs per kind precedes every measured run
-and is excluded. ``--split`` adds, as a secondary line, four trainop processes with one kind each.
+MXJob; upstream v1.8.1, which has no flags for them: 20/30 per resource type). Setups alternate
+within each round and the order flips every round; a warm-up of `--warmup` jobs per kind precedes
+every measured run and is excluded. ``--split`` adds, as a secondary line, a trainop process per
+kind (three in the v1.9 comparison).
 
 Per setup: wall time from the first create to the last Succeeded, jobs/s, create->Succeeded
 latency p50/p95, the operator's API requests per job by verb and resource (audit log), watches it
@@ -50,7 +54,7 @@ import upstream_operator as upstream
 
 from trainop_core.crds import all_crds
 from trainop_core.kinds.table import build_registry
-from trainop_core.testing.binaries import KUBERNETES_VERSION
+from trainop_core.testing.binaries import KUBERNETES_VERSION, kubernetes_binaries
 from trainop_core.testing.controlplane import ControlPlane
 
 LIMITS = {"default": (20, 30), "raised": (1000, 2000)}
@@ -392,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--limits", nargs="+", choices=sorted(LIMITS), default=["default", "raised"])
     add("--operators", nargs="+", choices=["trainop", "upstream"], default=["trainop", "upstream"])
     add("--no-mxjob", dest="mxjob", action="store_false", help="skip the v1.8.1 MXJob comparison")
-    add("--split", action="store_true", help="add four one-kind trainop processes (secondary)")
+    add("--split", action="store_true", help="add a trainop process per kind (a secondary line)")
     add("--kubelet-workers", type=int, default=4, help="the stand-in's writer threads")
     add("--scrape-every", type=float, default=2.0, help="seconds between queue-depth samples")
     add("--timeout", type=float, default=1800.0, help="seconds a measured run may take")
@@ -402,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="operator-vs-upstream-"))
     print(f"work dir: {args.workdir}", flush=True)
+    kubernetes_binaries(build=True)  # the control plane's, as scripts/check builds them
     for version in {s.version for s in setups(args) if s.operator == "upstream"}:
         upstream.upstream_binary(version)  # build before the clock starts
     results = []

@@ -11,7 +11,9 @@ into ``$TRAINOP_CACHE_DIR/go-bin``. Nothing of upstream is kept in this reposito
 
 Two versions: :data:`LATEST` (1.9.x: TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob, MPIJob and
 ``--kube-api-qps``/``--kube-api-burst``) and :data:`WITH_MXJOB` (1.8.x, the last with MXJob; its
-client limits are controller-runtime's fixed QPS 20 / burst 30, there are no flags for them).
+client limits have no flags: controller-runtime v0.17 defaults QPS 20 / burst 30 and, with no
+limiter on the config, gives each resource type's REST client a bucket of its own; v1.9.3 puts one
+shared limiter on the config).
 
 Running it out of cluster (:func:`webhook_setup`): its cert-controller needs the Secret
 ``kubeflow/training-operator-webhook-cert`` to exist (it updates it, never creates it), writes a CA
