@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from opkit import Cluster
 
+from trainop_core.api.types import JobStatus
 from trainop_core.kinds.table import build_registry
-from trainop_core.operator.effects import Applier
+from trainop_core.operator.effects import Applier, StatusConflict
 from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.kube import KubeClient
 from trainop_core.operator.manager import job_resource
@@ -93,3 +96,72 @@ def test_a_job_recreated_under_the_same_name_is_not_mistaken_for_the_cached_one(
     before = pod_creations(cluster)
     applier.apply(cached, Plan(create_pods=[pod(cached, "again-master-0")]), None)
     assert pod_creations(cluster) == before
+
+
+def started() -> JobStatus:
+    return JobStatus(start_time=datetime(2026, 1, 1, tzinfo=timezone.utc))
+
+
+def job_reads(cluster: Cluster) -> int:
+    """Job GETs the applier sent (through the proxy, which only the applier uses)."""
+    return int(cluster.proxy.stats.requests[("get", "pytorchjobs")])
+
+
+def test_a_plan_that_writes_the_status_creates_children_without_reading_the_job(
+    cluster: Cluster, applier: Applier
+) -> None:
+    """The guarded status write is the proof the job is alive: a first reconcile costs no read."""
+    job = stored_job(cluster, "first")
+    before = job_reads(cluster)
+    plan = Plan(create_pods=[pod(job, "first-master-0")], status=started())
+    out = applier.apply(job, plan, None)
+    assert out.errors == []
+    assert job_reads(cluster) == before
+    assert pods_named(cluster, "first-master-0") == ["first-master-0"]
+    assert cluster.get_job("PyTorchJob", "first")["status"]["startTime"]
+
+
+def test_a_deleted_job_whose_status_write_fails_gets_no_children(
+    cluster: Cluster, applier: Applier
+) -> None:
+    cached = stored_job(cluster, "gone")
+    cluster.delete_job("PyTorchJob", "gone")
+    before = pod_creations(cluster)
+    plan = Plan(create_pods=[pod(cached, "gone-master-0")], status=started())
+    out = applier.apply(cached, plan, None)
+    assert out.errors == []
+    assert pod_creations(cluster) == before
+
+
+def test_a_recreated_job_makes_the_guarded_status_write_lose_and_creates_nothing(
+    cluster: Cluster, applier: Applier
+) -> None:
+    cached = stored_job(cluster, "again")
+    cluster.delete_job("PyTorchJob", "again")
+    stored_job(cluster, "again")  # a new uid
+    before = pod_creations(cluster)
+    plan = Plan(create_pods=[pod(cached, "again-master-0")], status=started())
+    with pytest.raises(StatusConflict):
+        applier.apply(cached, plan, None)
+    assert pod_creations(cluster) == before
+
+
+def test_children_are_written_several_at_a_time_and_a_failure_spares_the_others(
+    cluster: Cluster,
+) -> None:
+    client = KubeClient(cluster.proxy.api_client(cluster.control_plane.admin_token), qps=-1)
+    with ThreadPoolExecutor(4) as pool:
+        applier = Applier(
+            KIND, job_resource(KIND), client, EventRecorder(client), Expectations(),
+            OperatorMetrics(), pool=pool,
+        )  # fmt: skip
+        job = stored_job(cluster, "many")
+        pods = [pod(job, f"many-worker-{i}") for i in range(6)]
+        pods[3]["metadata"]["name"] = "Not_A_Valid_Name"
+        out = applier.apply(job, Plan(create_pods=pods, status=started()), None)
+    assert len(out.errors) == 1 and "Not_A_Valid_Name" in out.errors[0]
+    created = {p.metadata.name for p in cluster.core.list_namespaced_pod(cluster.namespace).items}
+    assert created >= {f"many-worker-{i}" for i in (0, 1, 2, 4, 5)}
+    assert (
+        applier.expectations.satisfied(f"PyTorchJob/{cluster.namespace}/many/pods") is False
+    )  # 5 to see

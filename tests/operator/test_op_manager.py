@@ -70,6 +70,32 @@ def test_unrelated_pods_are_not_cached(cluster: Cluster, run_operator: Start) ->
     assert op.manager.informers["pods"].list() == []
 
 
+def test_the_caches_keep_of_pods_and_services_only_what_the_controllers_read(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """A pod's spec is most of its size and is never read back: the cache drops it (as a
+    controller-runtime cache transform would), and jobs still run to the end."""
+    op = run_operator().wait_started()
+    cluster.rule("*", run_seconds=0.2)
+    cluster.create_job(minimal_job("PyTorchJob", "lean").build())
+    informers = op.manager.informers
+    wait_for(
+        lambda: (
+            (pods := informers["pods"].list())
+            and all(p["status"].get("phase") == "Succeeded" for p in pods)
+        ),
+        what="every cached pod Succeeded",
+    )
+    pods, services = informers["pods"].list(), informers["services"].list()
+    assert pods and services
+    for obj in [*pods, *services]:
+        assert "spec" not in obj and "managedFields" not in obj["metadata"]
+        assert obj["metadata"]["ownerReferences"][0]["name"] == "lean"
+        assert obj["metadata"]["labels"]["training.kubeflow.org/job-name"] == "lean"
+    assert {p["status"]["phase"] for p in pods} == {"Succeeded"}
+    assert all(p["status"]["containerStatuses"][0]["state"]["terminated"] for p in pods)
+
+
 def test_metrics_endpoint_serves_job_controller_queue_and_client_counters(
     cluster: Cluster, run_operator: Start
 ) -> None:

@@ -108,6 +108,21 @@ def test_token_bucket_allows_a_burst_then_paces_at_qps() -> None:
     assert bucket.reserve() == 0
 
 
+def test_spare_tokens_go_only_to_what_no_waiting_caller_is_owed() -> None:
+    """A reconcile never waits behind an event: an event waits for a spare token (or its
+    patience), and takes none while callers of `wait` are owed tokens."""
+    clock = FakeClock()
+    bucket = TokenBucket(qps=10, burst=2, clock=clock)
+    assert bucket.try_take()
+    assert bucket.reserve() == 0
+    assert not bucket.try_take()  # none left
+    assert bucket.reserve() == pytest.approx(0.1)  # a reconcile queues for the next one
+    clock.now += 0.15
+    assert not bucket.try_take()  # the token that came is owed to that reconcile
+    clock.now += 0.1
+    assert bucket.try_take()
+
+
 def test_the_default_controller_limiter_is_the_max_of_backoff_and_the_overall_bucket() -> None:
     limiter = default_controller_rate_limiter()
     delays = [limiter.when(f"item-{i}") for i in range(101)]

@@ -163,3 +163,55 @@ def test_pods_of_another_node_are_left_alone(
     with pytest.raises(RestError) as gone:
         control_plane.rest.get(f"/api/v1/nodes/{node}")
     assert gone.value.status == 404
+
+
+class CountingRest(Rest):
+    """A Rest that notes its calls to single pods as (method, last path element) pairs."""
+
+    def __init__(self, rest: Rest) -> None:
+        super().__init__(rest.url, rest.token, rest.ca_file, user_agent=rest.user_agent)
+        self.calls: list[tuple[str, str]] = []
+        self._calls_lock = threading.Lock()
+
+    def request(self, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        if "/pods/" in path:
+            with self._calls_lock:
+                self.calls.append((method, path.rsplit("/", 1)[-1]))
+        return super().request(method, path, *args, **kwargs)
+
+
+def test_automatic_transitions_bind_and_patch_without_reading_each_pod(
+    control_plane: ControlPlane, pods: Pods, k8s_namespace: str
+) -> None:
+    """A kubelet writes from what it saw: one binding and three status patches per pod (accept,
+    run, exit), no read of a single pod, whatever the number of worker threads."""
+    kubelet = Kubelet(control_plane, [Rule("*", run_seconds=0.1)], namespace=k8s_namespace)
+    counting = kubelet.rest = CountingRest(kubelet.rest)
+    with kubelet:
+        names = [f"p{i}" for i in range(6)]
+        for name in names:
+            pods.create(make_pod(name))
+        for name in names:
+            wait_for(lambda name=name: pods.phase(name) == "Succeeded", timeout=30)
+    pod_calls = counting.calls
+    assert sorted(set(pod_calls)) == [("PATCH", "status"), ("POST", "binding")]
+    assert pod_calls.count(("POST", "binding")) == len(names)
+    assert pod_calls.count(("PATCH", "status")) == 3 * len(names)
+    assert pods.get("p0")["spec"]["nodeName"] == kubelet.node_name
+
+
+def test_a_test_driven_transition_is_not_undone_by_an_automatic_one(
+    control_plane: ControlPlane, pods: Pods, k8s_namespace: str
+) -> None:
+    """The stand-in writes automatic transitions from the pod as it last saw it: a test-driven
+    write in between must be what the next automatic one starts from, not an older copy."""
+    rules = [Rule("*", run_seconds=1.5)]
+    with Kubelet(control_plane, rules, namespace=k8s_namespace, workers=2) as kubelet:
+        pods.create(make_pod("p", containers=("a", "b"), restart_policy="Never"))
+        wait_for(lambda: pods.phase("p") == "Running", timeout=30)
+        kubelet.restart_container(k8s_namespace, "p", container="b")  # before the rule's exit
+        wait_for(lambda: pods.phase("p") == "Succeeded", timeout=30)
+        statuses = {s["name"]: s for s in pods.get("p")["status"]["containerStatuses"]}
+        assert statuses["b"]["restartCount"] == 1
+        assert statuses["b"]["lastState"]["terminated"]["exitCode"] == 1
+        assert statuses["a"]["state"]["terminated"]["exitCode"] == 0

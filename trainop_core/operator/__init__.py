@@ -1,7 +1,9 @@
 """The Kubernetes operator: `python -m trainop_core.operator` or `trainop operator`.
 
-Importing this package is cheap and imports no `kubernetes`; `Manager` (which does) loads on first
-use, so `trainop --help` stays fast and the core stays free of the client.
+Importing this package is cheap; `Manager` (the informers, the HTTP connection) loads on first use,
+so `trainop --help` stays fast. Neither imports the official `kubernetes` client: the operator
+speaks HTTP itself (`connection.py`), and only a kubeconfig with an exec or auth-provider plugin
+loads the official loader.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """Apply a planner `Plan` to the cluster: the only place a controller writes.
 
-Order (the Plan's contract): deletions, PodGroup, creations, status, events, metrics, TTL delete.
-A plan that creates children is applied only after a live read shows its job still exists.
+Order (the Plan's contract): deletions, PodGroup, creations, status, events, metrics, TTL delete;
+but a plan that creates children writes the job (annotations, status) first. Its children are
+created only after the server has shown that the job still exists, with the cached uid and not
+being deleted: the answer to that write (guarded by the cached resourceVersion) shows it, so a
+job's first reconcile costs no extra request, and a plan that does not write the job reads it.
+Children are written several at a time when the applier has a writer pool (the manager's).
 Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
 that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
 create). AlreadyExists means our cache is behind: it is not an error, the job is simply requeued.
@@ -11,9 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from trainop_core.kinds.base import Kind
 from trainop_core.operator.expectations import Expectations
@@ -23,6 +28,7 @@ from trainop_core.operator.recorder import EventRecorder
 from trainop_core.planner.types import Plan
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 METRIC_COUNTERS = {
     "created": "jobs_created",
@@ -72,6 +78,8 @@ class Applier:
     expectations: Expectations
     metrics: OperatorMetrics
     pod_group_resource: Resource | None = None
+    # Writes a reconcile's children several at a time (upstream writes them one after another).
+    pool: Executor | None = None
 
     def apply(
         self,
@@ -87,8 +95,17 @@ class Applier:
         annotated one when the status was written too).
         """
         out = Outcome()
-        if (plan.create_pods or plan.create_services) and not self._owner_alive(job, out):
-            return out  # the job is gone or going: children made now would be orphans
+        creates = bool(plan.create_pods or plan.create_services)
+        if creates:
+            cached = job
+            try:
+                job, written = self._write_job(job, plan, on_status)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                return out  # the job is gone
+            if not self._owner_alive(cached, written, out):
+                return out  # the job is gone or going: children made now would be orphans
         ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
         pods_key, services_key = expectation_keys(self.kind, ns, name)
         self._delete(job, PODS, plan.delete_pods, pods_key, out)
@@ -96,13 +113,8 @@ class Applier:
         self._pod_group(job, plan, pod_group, out)
         self._create(job, PODS, plan.create_pods, pods_key, out)
         self._create(job, SERVICES, plan.create_services, services_key, out)
-        cached = job
-        job = self._annotate(job, plan.job_annotations)
-        written = self._write_status(job, plan.status.to_dict()) if plan.status else None
-        latest = written or (job if job is not cached else None)
-        if latest is not None and on_status is not None:
-            superseded = {str(o["metadata"].get("resourceVersion", "")) for o in (cached, job)}
-            on_status(latest, tuple(superseded - {str(latest["metadata"]["resourceVersion"])}))
+        if not creates:
+            job, _ = self._write_job(job, plan, on_status)
         for event in plan.events:
             self.record(job, event.type, event.reason, event.message)
         self._count(job, plan)
@@ -110,26 +122,46 @@ class Applier:
             self._delete_job(job, out)
         return out
 
+    def _write_job(
+        self,
+        job: Obj,
+        plan: Plan,
+        on_status: Callable[[Obj, tuple[str, ...]], None] | None,
+    ) -> tuple[Obj, Obj | None]:
+        """Annotations, then status, if the plan changes them: (the job now, the server's answer
+        to the last write or None). A job that is gone raises ApiError 404; a lost race
+        StatusConflict."""
+        cached = job
+        job = self._annotate(job, plan.job_annotations)
+        written = self._write_status(job, plan.status.to_dict()) if plan.status else None
+        latest = written or (job if job is not cached else None)
+        if latest is not None and on_status is not None:
+            superseded = {str(o["metadata"].get("resourceVersion", "")) for o in (cached, job)}
+            on_status(latest, tuple(superseded - {str(latest["metadata"]["resourceVersion"])}))
+        return job, latest
+
     def record(self, job: Obj, type_: str, reason: str, message: str) -> None:
         """An Event on `job` from this kind's controller (queued; never blocks or fails)."""
         self.recorder.record(job, type_, reason, message, self.kind.controller_name)
 
-    def _owner_alive(self, job: Obj, out: Outcome) -> bool:
-        """A live read before creating children: is the cached job still there, same uid, and not
-        being deleted?
+    def _owner_alive(self, job: Obj, written: Obj | None, out: Outcome) -> bool:
+        """Is the cached job still there, same uid, and not being deleted? Its status write
+        (`written`) tells, else a live read.
 
         The job watch can lag behind the pod watch: when a job is deleted, the garbage collector's
         pod deletions may arrive first, and a plan from the stale cached job would create its
         pods again (upstream re-checks with a live read before adopting, for the same reason).
         """
         meta = job["metadata"]
-        ns = meta.get("namespace", "default")
-        try:
-            live = self.client.get(self.job_resource, ns, meta["name"])
-        except ApiError as exc:
-            if not exc.not_found:
-                out.errors.append(f"read {self.kind.kind} {meta['name']}: {exc}")
-            return False
+        live = written
+        if live is None:
+            try:
+                live = self.client.get(self.job_resource, meta.get("namespace", "default"),
+                                       meta["name"])  # fmt: skip
+            except ApiError as exc:
+                if not exc.not_found:
+                    out.errors.append(f"read {self.kind.kind} {meta['name']}: {exc}")
+                return False
         live_meta = live.get("metadata", {})
         return live_meta.get("uid") == meta.get("uid") and not live_meta.get("deletionTimestamp")
 
@@ -139,7 +171,8 @@ class Applier:
             return
         self.expectations.expect(key, dels=len(names))
         ns = job["metadata"].get("namespace", "default")
-        for name in names:
+
+        def delete(name: str) -> None:
             try:
                 self.client.delete(res, ns, name)
                 self.record(
@@ -154,12 +187,15 @@ class Applier:
                     out.errors.append(f"delete {res.kind} {name}: {exc}")
                     self.record(job, "Warning", f"FailedDelete{res.kind}", f"Error deleting: {exc}")
 
+        self._each(delete, names)
+
     def _create(self, job: Obj, res: Resource, objs: list[Obj], key: str, out: Outcome) -> None:
         if not objs:
             return
         self.expectations.expect(key, adds=len(objs))
         ns = job["metadata"].get("namespace", "default")
-        for obj in objs:
+
+        def create(obj: Obj) -> None:
             name = obj.get("metadata", {}).get("name", "")
             try:
                 self.client.create(res, obj.get("metadata", {}).get("namespace") or ns, obj)
@@ -173,9 +209,21 @@ class Applier:
                 self.expectations.observed_creation(key)
                 if exc.already_exists:
                     out.cache_stale = True
-                    continue
+                    return
                 out.errors.append(f"create {res.kind} {name}: {exc}")
                 self.record(job, "Warning", f"FailedCreate{res.kind}", f"Error creating: {exc}")
+
+        self._each(create, objs)
+
+    def _each(self, call: Callable[[T], None], items: list[T]) -> None:
+        """`call` for every item, on the writer pool (several at once) when there is one; returns
+        when all are done. The token bucket still paces them."""
+        if self.pool is None or len(items) < 2:
+            for item in items:
+                call(item)
+            return
+        for future in [self.pool.submit(call, item) for item in items]:
+            future.result()
 
     def _pod_group(self, job: Obj, plan: Plan, current: Obj | None, out: Outcome) -> None:
         res = self.pod_group_resource

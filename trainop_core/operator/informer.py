@@ -85,7 +85,7 @@ class _RestWatch:
     def __init__(
         self, client: KubeClient, path: str, query: dict[str, Any], read_timeout: float
     ) -> None:
-        self._resp, self._lines = client.stream_lines(path, query, (10.0, read_timeout))
+        self._stream, self._lines = client.stream_lines(path, query, (10.0, read_timeout))
 
     def __iter__(self) -> Iterator[Obj]:
         for line in self._lines:
@@ -93,16 +93,7 @@ class _RestWatch:
             yield event
 
     def close(self) -> None:
-        # urllib3 >= 2.3: shutdown() interrupts a read blocked in another thread. Once the body
-        # was read to its end (a normal watch end) or a read failed, urllib3 has released the
-        # connection already and shutdown() raises RuntimeError: there is nothing to interrupt.
-        shutdown = getattr(self._resp, "shutdown", None)
-        if shutdown is not None:
-            with contextlib.suppress(RuntimeError, ValueError, OSError):
-                shutdown()
-        with contextlib.suppress(OSError):
-            self._resp.close()  # never hand a half-read connection back for reuse...
-        self._resp.release_conn()  # ...but give its pool slot back (a no-op once released)
+        self._stream.close()  # shuts the socket down: a read blocked in another thread returns
 
 
 class RestListWatch:
@@ -156,10 +147,18 @@ class Informer:
     """Cache + handlers for one resource type. `start()` runs the loop until `stop` is set."""
 
     def __init__(
-        self, name: str, lw: ListWatch, min_watch_timeout: float = 300.0, backoff_cap: float = 30.0
+        self,
+        name: str,
+        lw: ListWatch,
+        min_watch_timeout: float = 300.0,
+        backoff_cap: float = 30.0,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
         self.name = name
         self.lw = lw
+        # What the cache keeps of each object (None: all of it but managedFields); handlers see
+        # the transformed objects too.
+        self.transform = transform
         self.min_watch_timeout = min_watch_timeout
         self.backoff_cap = backoff_cap
         self.lists = 0  # how many LISTs (tests and debugging)
@@ -282,7 +281,7 @@ class Informer:
         if kind in ("ADDED", "MODIFIED"):
             self._upsert(obj)
         elif kind == "DELETED":
-            self._remove(object_key(obj), obj)
+            self._remove(object_key(obj), self._kept(obj))
         if rv:
             self._rv = rv  # BOOKMARK included: that is what bookmarks are for
         return False
@@ -297,8 +296,14 @@ class Informer:
         for obj in fresh.values():
             self._upsert(obj)
 
-    def _upsert(self, obj: Obj) -> None:
+    def _kept(self, obj: Obj) -> Obj:
+        if self.transform is not None:
+            return self.transform(obj)
         obj.get("metadata", {}).pop("managedFields", None)  # never read; saves memory
+        return obj
+
+    def _upsert(self, obj: Obj) -> None:
+        obj = self._kept(obj)
         key = object_key(obj)
         with self._lock:
             old = self._store.get(key)

@@ -1,28 +1,23 @@
-"""Raw JSON access to the Kubernetes API through the official client's `ApiClient.call_api`.
+"""Raw JSON access to the Kubernetes API over the operator's own connection (`connection.py`).
 
-Objects stay plain dicts (`_preload_content=False` + `json.loads`): the client's model
-deserialisation costs ~0.5 ms per pod, about 70x `json.loads`. Every request first takes a token
-from the client-side bucket (`--kube-api-qps`/`--kube-api-burst`; the Python client has none) and is
-counted in `rest_client_requests_total{verb,code}`. A 429 (or 5xx) with Retry-After, which the API
-server's priority and fairness sends an overloaded client, is waited out and sent again, as
-client-go does.
+Objects stay plain dicts (`json.loads`): the official client's model deserialisation costs ~0.5 ms
+per pod, about 70x `json.loads`, and importing it ~55 MiB. Every request first takes a token from
+the client-side bucket (`--kube-api-qps`/`--kube-api-burst`) and is counted in
+`rest_client_requests_total{verb,code}`. A 429 (or 5xx) with Retry-After, which the API server's
+priority and fairness sends an overloaded client, is waited out and sent again, as client-go does.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-
+from trainop_core.operator.connection import Connection, Stream, TransportError, load_connection
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.ratelimit import TokenBucket
 
@@ -94,34 +89,20 @@ class ApiError(Exception):
         return self.status == 410
 
     @classmethod
-    def from_exception(cls, exc: ApiException) -> ApiError:
-        body = exc.body.decode() if isinstance(exc.body, bytes) else (exc.body or "")
+    def from_answer(cls, status: int, raw: bytes) -> ApiError:
+        """The error a non-2xx answer stands for (its Status reason and message, if any)."""
         try:
-            status: Obj = json.loads(body)
+            body: Any = json.loads(raw) if raw else {}
         except ValueError:
-            status = {}
-        if not isinstance(status, dict):
-            status = {}
-        return cls(
-            exc.status or 0,
-            str(status.get("reason", exc.reason or "")),
-            str(status.get("message", body)),
-        )
+            body = None
+        if not isinstance(body, dict):
+            return cls(status, "", raw.decode(errors="replace")[:500])
+        return cls(status, str(body.get("reason", "")), str(body.get("message", "")))
 
 
-def load_api_client(kubeconfig: str = "", pool_size: int = 16) -> k8s_client.ApiClient:
+def load_api_client(kubeconfig: str = "") -> Connection:
     """`--kubeconfig`, else $KUBECONFIG, else in-cluster, else ~/.kube/config."""
-    cfg = k8s_client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG", "")
-    if path:
-        k8s_config.load_kube_config(config_file=path, client_configuration=cfg)
-    else:
-        try:
-            k8s_config.load_incluster_config(client_configuration=cfg)
-        except k8s_config.ConfigException:
-            k8s_config.load_kube_config(client_configuration=cfg)
-    cfg.connection_pool_maxsize = pool_size
-    return k8s_client.ApiClient(cfg)
+    return load_connection(kubeconfig)
 
 
 class KubeClient:
@@ -129,13 +110,18 @@ class KubeClient:
 
     def __init__(
         self,
-        api_client: k8s_client.ApiClient,
+        api_client: Connection | Any,
         qps: float = 20.0,
         burst: int = 30,
         metrics: OperatorMetrics | None = None,
         stop: threading.Event | None = None,
     ) -> None:
-        self.api = api_client
+        """`api_client`: a Connection, or a ``kubernetes.client.ApiClient`` to adopt."""
+        self.api = (
+            api_client
+            if isinstance(api_client, Connection)
+            else Connection.from_api_client(api_client)
+        )
         self.bucket = TokenBucket(qps, burst)
         self.metrics = metrics
         self.stop = stop
@@ -184,124 +170,78 @@ class KubeClient:
         content_type: str = JSON,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
     ) -> Obj:
-        """One call; the decoded JSON answer. Raises ApiError (status 0 on transport failure)."""
-        resp = self._call(method, path, query, body, content_type, timeout)
-        try:
-            data = resp.data
-        except (urllib3.exceptions.HTTPError, OSError) as exc:  # the body broke off
-            raise ApiError(0, type(exc).__name__, str(exc)) from exc
-        finally:
-            resp.release_conn()
-        decoded: Obj = json.loads(data) if data else {}
-        return decoded
+        """One call; the decoded JSON answer. Raises ApiError (status 0 on transport failure).
+
+        A 429 or 5xx answer with Retry-After is waited out and sent again, up to MAX_RETRIES
+        times, as client-go does (the server did not act on it)."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        target = _target(path, query)
+        for attempt in range(MAX_RETRIES + 1):
+            self._admit()
+            try:
+                status, answer_headers, raw = self.api.request(
+                    method, target, data, headers, timeout
+                )
+            except TransportError as exc:  # no answer, or its body broke off
+                self._count(method, "<error>")
+                raise ApiError(0, "TransportError", str(exc)) from exc
+            self._count(method, str(status))
+            if status < 300:
+                decoded: Obj = json.loads(raw) if raw else {}
+                return decoded
+            error = ApiError.from_answer(status, raw)
+            seconds = _retry_after(status, answer_headers.get("Retry-After"))
+            if seconds is None or attempt == MAX_RETRIES or (self.stop and self.stop.is_set()):
+                raise error
+            if self.stop is not None:
+                self.stop.wait(seconds)
+            else:
+                time.sleep(seconds)
+        raise AssertionError("unreachable")
 
     def stream_lines(
         self, path: str, query: dict[str, Any], timeout: tuple[float, float]
-    ) -> tuple[urllib3.BaseHTTPResponse, Iterator[bytes]]:
-        """Open a streaming GET (a watch): the response (close it to stop) and its lines."""
-        resp = self._call("GET", path, query, None, JSON, timeout)
-        return resp, _iter_lines(resp)
+    ) -> tuple[Stream, Iterator[bytes]]:
+        """Open a streaming GET (a watch): the stream (close it to stop) and its lines."""
+        self._admit()
+        try:
+            stream = self.api.stream(_target(path, query), {"Accept": JSON}, timeout)
+        except TransportError as exc:
+            self._count("GET", "<error>")
+            raise ApiError(0, "TransportError", str(exc)) from exc
+        self._count("GET", str(stream.status))
+        if stream.status >= 300:
+            raise ApiError.from_answer(stream.status, stream.read_all())
+        return stream, stream.lines()
 
-    def _call(
-        self,
-        method: str,
-        path: str,
-        query: dict[str, Any] | None,
-        body: Obj | None,
-        content_type: str,
-        timeout: tuple[float, float],
-    ) -> urllib3.BaseHTTPResponse:
-        """One request; a 429 or 5xx answer with Retry-After is waited out and sent again, up to
-        MAX_RETRIES times, as client-go does (the server did not act on it)."""
-        for attempt in range(MAX_RETRIES + 1):
-            try:
-                return self._call_once(method, path, query, body, content_type, timeout)
-            except _RetryAfter as wait:
-                if attempt == MAX_RETRIES or (self.stop is not None and self.stop.is_set()):
-                    raise wait.error from None
-                if self.stop is not None:
-                    self.stop.wait(wait.seconds)
-                else:
-                    time.sleep(wait.seconds)
-        raise AssertionError("unreachable")
-
-    def _call_once(
-        self,
-        method: str,
-        path: str,
-        query: dict[str, Any] | None,
-        body: Obj | None,
-        content_type: str,
-        timeout: tuple[float, float],
-    ) -> urllib3.BaseHTTPResponse:
+    def _admit(self) -> None:
         if self._fenced:
             raise ApiError(0, "Fenced", "this process lost its lease")
         self.bucket.wait(self.stop)
-        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v not in (None, "")]
-        try:
-            resp: urllib3.BaseHTTPResponse = self.api.call_api(
-                path,
-                method,
-                query_params=params,
-                body=body,
-                header_params={"Content-Type": content_type, "Accept": JSON},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=timeout,
-            )
-        except ApiException as exc:
-            error = ApiError.from_exception(exc)
-            self._count(method, str(error.status) if error.status else "<error>")
-            seconds = _retry_after(exc)
-            if seconds is not None:
-                raise _RetryAfter(error, seconds) from exc
-            raise error from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            self._count(method, "<error>")
-            raise ApiError(0, type(exc).__name__, str(exc)) from exc
-        self._count(method, str(resp.status))
-        return resp
 
     def _count(self, verb: str, code: str) -> None:
         if self.metrics:
             self.metrics.rest_requests.inc(verb=verb, code=code)
 
 
-class _RetryAfter(Exception):
-    """The server asked to be asked again in `seconds` (429, or a 5xx with Retry-After)."""
-
-    def __init__(self, error: ApiError, seconds: float) -> None:
-        super().__init__(str(error))
-        self.error, self.seconds = error, seconds
+def _target(path: str, query: dict[str, Any] | None) -> str:
+    pairs = [(k, _query_value(v)) for k, v in (query or {}).items() if v not in (None, "")]
+    return f"{path}?{urllib.parse.urlencode(pairs)}" if pairs else path
 
 
-def _retry_after(exc: ApiException) -> float | None:
+def _retry_after(status: int, header: str | None) -> float | None:
     """client-go's rule: a 429 or 5xx answer that carries Retry-After (whole seconds)."""
-    status = exc.status or 0
-    header = (exc.headers or {}).get("Retry-After") if status == 429 or status >= 500 else None
+    if header is None or not (status == 429 or status >= 500):
+        return None
     try:
-        seconds = float(header) if header is not None else None
+        seconds = float(header)
     except ValueError:
         return None
-    return None if seconds is None else min(max(seconds, 0.0), MAX_RETRY_AFTER)
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
 def _query_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _iter_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
-    """Newline-delimited frames of a chunked watch response, as they arrive."""
-    buffer = b""
-    chunks = resp.read_chunked() if getattr(resp, "chunked", False) else resp.stream(None)
-    for chunk in chunks:
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buffer.strip():
-        yield buffer

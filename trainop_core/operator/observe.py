@@ -20,6 +20,30 @@ REPLICA_TYPE_LABEL = f"{LABEL_PREFIX}replica-type"
 REPLICA_INDEX_LABEL = f"{LABEL_PREFIX}replica-index"
 
 
+CACHED_METADATA = (
+    "name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences",
+    "deletionTimestamp", "creationTimestamp",
+)  # fmt: skip
+CACHED_POD_STATUS = ("phase", "reason", "message", "containerStatuses")
+
+
+def cached_child(obj: Obj) -> Obj:
+    """What the shared caches keep of a pod or service: what `observe`, the owner index and the
+    event handlers read (metadata, a pod's phase and container states), and nothing else, as a
+    controller-runtime cache transform would. A pod's spec (env, init containers, volumes) is
+    most of its size, and the operator never reads it back."""
+    meta = obj.get("metadata") or {}
+    kept: Obj = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {k: meta[k] for k in CACHED_METADATA if k in meta},
+    }
+    status = obj.get("status")
+    if isinstance(status, dict) and "phase" in status:  # a pod (a service has no phase)
+        kept["status"] = {k: status[k] for k in CACHED_POD_STATUS if k in status}
+    return kept
+
+
 def controller_ref(obj: Obj) -> Obj | None:
     """The ownerReference with `controller: true`, if any."""
     for ref in obj.get("metadata", {}).get("ownerReferences") or []:

@@ -65,6 +65,41 @@ class TokenBucket:
                 stop.wait(delay)
         return delay
 
+    def try_take(self) -> bool:
+        """Take a token if one is spare now: saved up, and owed to no caller waiting in `wait`."""
+        if self.qps <= 0:
+            return True
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            if self._tokens < 1.0:
+                return False
+            self._tokens -= 1.0
+            return True
+
+    def wait_spare(self, stop: threading.Event | None = None, patience: float = 0.0) -> None:
+        """Low priority: take a spare token as soon as there is one, but after `patience`
+        seconds queue for one as `wait` does (or return once `stop` is set)."""
+        deadline = self._clock() + patience
+        while not self.try_take():
+            left = deadline - self._clock()
+            if left <= 0 or (stop is not None and stop.is_set()):
+                self.wait(stop)
+                return
+            pause = min(left, self._until_spare())
+            if stop is None:
+                time.sleep(pause)
+            elif stop.wait(pause):
+                return
+
+    def _until_spare(self) -> float:
+        """Seconds until a token is spare if nobody else takes one (at least one token's time:
+        no busy polling while callers of `wait` keep the bucket in debt)."""
+        with self._lock:
+            missing = 1.0 - self._tokens
+        return max(missing, 1.0) / self.qps
+
 
 class ItemExponentialBackoff:
     """`base * 2**failures` per item, capped at `cap` (client-go: 5 ms -> 1000 s)."""

@@ -29,7 +29,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trainop operator: {exc}", file=sys.stderr)
         return 2
-    from trainop_core.operator.manager import Manager  # imports kubernetes: only when running
+    from trainop_core.operator.manager import Manager  # the informers etc.: only when running
 
     try:
         manager = Manager(options, registry)

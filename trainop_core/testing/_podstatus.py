@@ -31,6 +31,14 @@ def is_terminal(pod: Pod) -> bool:
     return pod.get("status", {}).get("phase") in TERMINAL
 
 
+def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) of a status, top level: the keys whose value changed, and
+    None for the keys `new` dropped (lists are replaced whole by a merge patch anyway)."""
+    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k not in new})
+    return patch
+
+
 def accept(pod: Pod) -> Pod:
     """Pending, containers waiting in ContainerCreating (idempotent)."""
     status = pod.setdefault("status", {})

@@ -10,6 +10,12 @@ for ``kubectl logs`` (see :mod:`trainop_core.testing._kubelet_node`) and complet
 deletion of its pods at once (grace periods are not emulated). On a server without Nodes it only
 writes status; pods then have no nodeName.
 
+Automatic transitions are written as a real kubelet writes them: from the pod as last seen (the
+watch, or the answer to its own last write: nobody else writes a pod's status), as a merge patch
+with the pod's uid as precondition, by ``workers`` threads at once (one pod's transitions never
+overlap). That is one binding and three status patches per pod, and no read. The test-driving
+methods read the pod first and write it guarded by its resourceVersion.
+
 Automatic behaviour comes from :class:`Rule` s (first match wins); pods that match no rule stay
 Pending (containers waiting in ContainerCreating) until the test drives them with :meth:`run`,
 :meth:`terminate`, :meth:`restart_container` or :meth:`evict`. Restart policy is honoured when a
@@ -89,12 +95,14 @@ class Kubelet:
         namespace: str = "",
         node_name: str = "",
         watch_timeout: float = 60.0,
+        workers: int = 4,
     ) -> None:
         self.rest = _rest_for(api)
         self.rules = list(rules)
         self.namespace = namespace
         self.node_name = node_name or f"trainop-node-{secrets.token_hex(4)}"
         self.watch_timeout = watch_timeout
+        self.workers = max(1, workers)
         self.logs = PodLogs()
         self.has_nodes = False  # resolved by start(): does the server serve Nodes?
         self.lists = 0  # LISTs and WATCHes of pods made (one list, then watches resumed)
@@ -104,6 +112,9 @@ class Kubelet:
         self._heap: list[tuple[float, int, str, str, str, str]] = []
         self._seq = itertools.count()
         self._seen: set[str] = set()  # uids of pods accepted or being finalized
+        self._known: dict[str, Pod] = {}  # uid -> the newest version of the pod we have seen
+        self._pod_locks: dict[str, threading.Lock] = {}  # uid -> held while writing that pod
+        self._locks_guard = threading.Lock()
         self._stop = threading.Event()
         self._closer: Closer | None = None
         self._synced = threading.Event()
@@ -113,7 +124,9 @@ class Kubelet:
     def start(self, timeout: float = 30.0) -> Kubelet:
         """Register the node (if the server has Nodes), list pods and start watching them."""
         self._register_node()
-        for target, name in ((self._watch_loop, "kubelet-watch"), (self._act_loop, "kubelet")):
+        loops = [(self._watch_loop, "kubelet-watch")]
+        loops += [(self._act_loop, f"kubelet-{i}") for i in range(self.workers)]
+        for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -249,7 +262,7 @@ class Kubelet:
                 if kind in ("ADDED", "MODIFIED"):
                     self._observe(obj)
                 elif kind == "DELETED":
-                    self._seen.discard(obj["metadata"]["uid"])
+                    self._forget(obj["metadata"]["uid"])
                     self.logs.finish(obj["metadata"]["namespace"], obj["metadata"]["name"])
         finally:
             self._closer.close()
@@ -259,6 +272,7 @@ class Kubelet:
         meta, node = pod["metadata"], pod.get("spec", {}).get("nodeName")
         if self.has_nodes and node not in (None, "", self.node_name):
             return  # another node's pod
+        self._remember(pod)
         if meta.get("deletionTimestamp"):
             if self.has_nodes and node == self.node_name:
                 self._schedule(0.0, "finalize", pod)  # graceful deletion waits for the kubelet
@@ -293,7 +307,7 @@ class Kubelet:
             try:
                 self._act(action, namespace, name, uid)
             except RestError as err:
-                if err.status not in (404, 409):
+                if err.status not in (404, 409, 422):  # gone, or re-created (a new uid)
                     log.warning("kubelet %s %s/%s failed: %s", action, namespace, name, err)
 
     def _act(self, action: str, namespace: str, name: str, uid: str) -> None:
@@ -302,11 +316,14 @@ class Kubelet:
             return
         rule = self._rule(namespace, name)
         if action == "accept":
-            pod = self._write(namespace, name, status.accept, uid)
+            pod = self._patch(namespace, name, uid, status.accept)
             if rule is not None:
                 self._schedule(rule.start_seconds, "run", pod)
         elif action == "run" and rule is not None:
-            pod = self._start(namespace, name, uid)
+            pod = self._patch(namespace, name, uid, status.run)
+            if rule.log:
+                for container in pod["spec"]["containers"]:
+                    self.append_log(namespace, name, rule.log, container["name"])
             if rule.run_seconds is not None:
                 self._schedule(rule.run_seconds, "exit", pod)
         elif action == "exit" and rule is not None:
@@ -314,7 +331,7 @@ class Kubelet:
             def exit_attempt(p: Pod) -> Pod:
                 return status.exit_containers(p, None, rule.code_for(status.attempt(p)))
 
-            pod = self._write(namespace, name, exit_attempt, uid)
+            pod = self._patch(namespace, name, uid, exit_attempt)
             if pod["status"].get("phase") == "Running" and rule.run_seconds is not None:
                 self._schedule(rule.run_seconds, "exit", pod)
 
@@ -335,20 +352,79 @@ class Kubelet:
             pod = self.rest.get(path)
             if uid and pod["metadata"]["uid"] != uid:
                 raise RestError(404, "NotFound", f"pod {namespace}/{name} was re-created")
-            if self.has_nodes and not pod["spec"].get("nodeName"):
-                pod = self._bind(pod)
-            try:
-                written = self.rest.replace(f"{path}/status", change(copy.deepcopy(pod)))
-            except RestError as err:
-                if err.status == 409:
-                    continue
-                raise
-            if status.is_terminal(written):
-                self.logs.finish(namespace, name)
-            return written
+            with self._pod_lock(pod["metadata"]["uid"]):
+                if self.has_nodes and not pod["spec"].get("nodeName"):
+                    pod = self._bind(pod)
+                try:
+                    written = self.rest.replace(f"{path}/status", change(copy.deepcopy(pod)))
+                except RestError as err:
+                    if err.status == 409:
+                        continue
+                    raise
+                return self._written(written)
         raise RestError(409, "Conflict", f"pod {namespace}/{name} kept changing under the kubelet")
 
+    def _patch(self, namespace: str, name: str, uid: str, change: Callable[[Pod], Pod]) -> Pod:
+        """An automatic transition: `change` the newest pod we know (bound to our node first, if
+        it is not) and merge-patch its status, with the uid as precondition. No read: nobody
+        else writes a pod's status, so what we saw or wrote last is what the server holds.
+        A pod we never saw (no watch event yet) is written the read-first way."""
+        with self._pod_lock(uid):
+            pod = self._known.get(uid)
+            if pod is None:
+                return self._write(namespace, name, change, uid)
+            path = self._pods_path(name, namespace=namespace)
+            if self.has_nodes and not pod["spec"].get("nodeName"):
+                self._bind_only(pod)
+            changed = change(copy.deepcopy(pod))
+            patch = {
+                "metadata": {"uid": uid},
+                "status": status.merge_patch(pod.get("status") or {}, changed["status"]),
+            }
+            return self._written(self.rest.patch(f"{path}/status", patch))
+
+    def _written(self, pod: Pod) -> Pod:
+        self._remember(pod)
+        if status.is_terminal(pod):
+            self.logs.finish(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        return pod
+
+    # ------------------------------------------------------------ what we know of each pod
+    def _pod_lock(self, uid: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._pod_locks.setdefault(uid, threading.Lock())
+
+    def _remember(self, pod: Pod) -> None:
+        """Keep `pod` unless we already hold a newer version (our own write may overtake the
+        watch event of an older one)."""
+        uid = pod["metadata"]["uid"]
+        with self._locks_guard:
+            held = self._known.get(uid)
+            if held is None or _version(pod) >= _version(held):
+                self._known[uid] = pod
+
+    def _forget(self, uid: str) -> None:
+        self._seen.discard(uid)
+        with self._locks_guard:
+            self._known.pop(uid, None)
+            self._pod_locks.pop(uid, None)
+
     def _bind(self, pod: Pod) -> Pod:
+        with contextlib.suppress(RestError):  # 409: bound meanwhile (by us, or someone else)
+            self._post_binding(pod)
+        meta = pod["metadata"]
+        return self.rest.get(self._pods_path(meta["name"], namespace=meta["namespace"]))
+
+    def _bind_only(self, pod: Pod) -> None:
+        """Bind `pod` to our node (a 409 means it was bound already) and note the node locally."""
+        try:
+            self._post_binding(pod)
+        except RestError as err:
+            if err.status != 409:
+                raise
+        pod["spec"]["nodeName"] = self.node_name
+
+    def _post_binding(self, pod: Pod) -> None:
         meta = pod["metadata"]
         binding = {
             "apiVersion": "v1",
@@ -357,9 +433,13 @@ class Kubelet:
             "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name},
         }
         path = self._pods_path(meta["name"], namespace=meta["namespace"])
-        with contextlib.suppress(RestError):  # 409: bound meanwhile (by us, or someone else)
-            self.rest.create(f"{path}/binding", binding)
-        return self.rest.get(path)
+        self.rest.create(f"{path}/binding", binding)
+
+
+def _version(pod: Pod) -> int:
+    """A pod's resourceVersion as a number (etcd's revision; opaque elsewhere: then 0)."""
+    text = str(pod.get("metadata", {}).get("resourceVersion", ""))
+    return int(text) if text.isdigit() else 0
 
 
 def _rest_for(api: Any) -> Rest:
