@@ -245,11 +245,17 @@ class Stream:
     def close(self) -> None:
         """Shut the socket down, so a read blocked in another thread returns (idempotent)."""
         self.closed = True
-        sock = self.conn.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self.conn.close()
+        shut_down(self.conn)
+
+
+def shut_down(conn: http.client.HTTPConnection) -> None:
+    """Close `conn` from any thread: its socket is shut down first, so that a read blocked on it
+    in another thread returns instead of waiting for the server (close alone does not wake it)."""
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    conn.close()
 
 
 # --- configuration ----------------------------------------------------------------------------

@@ -8,10 +8,8 @@ optional client certificate, a CA to trust. Connections are kept alive, one per 
 from __future__ import annotations
 
 import base64
-import contextlib
 import http.client
 import json
-import socket
 import ssl
 import tempfile
 import threading
@@ -21,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from trainop_core.operator.connection import shut_down
 
 Obj = dict[str, Any]
 JSON = "application/json"
@@ -209,11 +209,7 @@ class Closer:
 
     def close(self) -> None:
         self.closed = True
-        sock = self._conn.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._conn.close()
+        shut_down(self._conn)
 
 
 def _events(resp: http.client.HTTPResponse, closer: Closer) -> Iterator[Obj]:
