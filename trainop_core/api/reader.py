@@ -14,14 +14,18 @@ before anything else looks at it, so hostile input costs bounded time and memory
   value would silently win); keys are strings, as in JSON;
 - timestamps stay strings, as Kubernetes reads them.
 
-libyaml's event parser is used when PyYAML has it (about 10x faster than the pure-Python one);
-the nodes are always composed here, in Python, because libyaml's own composer recurses in C and
-crashes the interpreter on deeply nested input.
+Every limit here is trainop's own, enforced by trainop whatever the YAML library does: the text is
+scanned and parsed by PyYAML's pure-Python scanner and parser (the same language on every machine,
+with or without libyaml, whichever PyYAML the index serves) and the nodes are composed here. libyaml
+is not used: it reads a flow collection ahead of its events and, from libyaml 0.2.6 (PyYAML 6.0.4),
+refuses nesting past its own limit of 1000 levels before the composer could apply this one; and
+its own composer recurses in C. `benchmarks/reader.py` measures what that costs.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -30,9 +34,12 @@ import yaml
 from yaml.composer import Composer
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.error import Mark
-from yaml.events import AliasEvent
+from yaml.events import AliasEvent, CollectionStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.parser import Parser
+from yaml.reader import Reader
 from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from trainop_core.errors import InvalidJobError, Problem
 
@@ -132,9 +139,12 @@ def parse_yaml(text: str, origin: str) -> list[Any]:
 
     Raises InvalidJobError naming the line and column of the first problem."""
     check_text(text, origin)
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)  # refuses characters YAML does not allow, at once
         return list(_documents(loader))
+    except yaml.reader.ReaderError as err:
+        raise InvalidJobError([Problem("", reader_message(err, text))], source=origin) from None
     except yaml.YAMLError as err:
         raise InvalidJobError([Problem("", yaml_message(err))], source=origin) from None
     except (ValueError, OverflowError) as err:
@@ -144,7 +154,8 @@ def parse_yaml(text: str, origin: str) -> list[Any]:
         message = f"not valid YAML or JSON: a value cannot be read: {reason}"
         raise InvalidJobError([Problem("", message)], source=origin) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _documents(loader: Any) -> Iterator[Any]:
@@ -161,8 +172,41 @@ def yaml_message(err: yaml.YAMLError) -> str:
     return f"not valid YAML or JSON: {problem}{where}"
 
 
+def reader_message(err: yaml.reader.ReaderError, text: str) -> str:
+    """A character YAML does not allow, named with its line and column (the reader gives only
+    an offset)."""
+    position = int(err.position)
+    breaks = list(_LINE_BREAK.finditer(text, 0, position))
+    column = position - (breaks[-1].end() if breaks else 0)
+    where = f" (line {len(breaks) + 1}, column {column + 1})"
+    return f"not valid YAML or JSON: {err.reason}: #x{int(err.character):04x}{where}"
+
+
+_LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")  # YAML's line breaks
+
+
 class LimitError(yaml.composer.ComposerError):
     """Valid YAML beyond what a job source may hold (values, nesting)."""
+
+
+def _depth_message() -> str:
+    return f"mappings and lists are nested more than {MAX_DEPTH} levels deep"
+
+
+class _BoundedScanner(Scanner):
+    """PyYAML's scanner, refusing a flow collection (`[`, `{`) opened deeper than MAX_DEPTH.
+
+    The scanner reads up to 1024 characters ahead of the events it releases (a flow collection
+    may turn out to be a mapping key), so without this check the composer would meet a deep
+    `[[[[...` only after the scanner had opened hundreds of levels. Open block collections
+    (`indents`) plus flow levels never exceed the depth the composer counts, so this refuses
+    nothing the composer would accept."""
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # PyYAML's parameter name
+        if len(self.indents) + self.flow_level >= MAX_DEPTH:
+            mark = self.get_mark()  # type: ignore[attr-defined]  # reason: the reader base provides it
+            raise _limit(_depth_message(), mark)
+        super().fetch_flow_collection_start(TokenClass)
 
 
 class _BoundedComposer(Composer):
@@ -189,8 +233,8 @@ class _BoundedComposer(Composer):
             self._count(self._weights.get(str(event.anchor), 1), event.start_mark)
             found: Node | None = super().compose_node(parent, index)  # undefined: an error
             return found
-        if self._depth >= MAX_DEPTH:
-            raise _limit(f"values are nested more than {MAX_DEPTH} levels deep", event.start_mark)
+        if self._depth >= MAX_DEPTH and isinstance(event, CollectionStartEvent):
+            raise _limit(_depth_message(), event.start_mark)
         anchor, before = event.anchor, self._values
         self._count(1, event.start_mark)
         self._depth += 1
@@ -264,42 +308,19 @@ _JsonLikeResolver.yaml_implicit_resolvers = {
 }
 
 
-def _loader_class() -> type[Any]:
-    """The loader: libyaml's event parser if PyYAML has it, else the pure-Python one."""
+class _BoundedLoader(
+    Reader, _BoundedScanner, Parser, _BoundedComposer, _StrictConstructor, _JsonLikeResolver
+):
+    """PyYAML's pure-Python reader, scanner and parser with the bounded scanner and composer, the
+    strict constructor and the JSON-like resolver."""
 
-    def finish(self: Any) -> None:
+    def __init__(self, text: str) -> None:
+        Reader.__init__(self, text)
+        _BoundedScanner.__init__(self)
+        Parser.__init__(self)
         _BoundedComposer.__init__(self)
         _StrictConstructor.__init__(self)
         _JsonLikeResolver.__init__(self)
-
-    try:
-        from yaml.cyaml import CParser  # type: ignore[attr-defined]  # reason: untyped re-export
-    except ImportError:  # PyYAML built without libyaml
-        from yaml.parser import Parser
-        from yaml.reader import Reader
-        from yaml.scanner import Scanner
-
-        def pure_init(self: Any, text: str) -> None:
-            Reader.__init__(self, text)
-            Scanner.__init__(self)
-            Parser.__init__(self)
-            finish(self)
-
-        bases: tuple[type, ...] = (Reader, Scanner, Parser)
-        init = pure_init
-    else:
-
-        def c_init(self: Any, text: str) -> None:
-            CParser.__init__(self, text)
-            finish(self)
-
-        bases, init = (CParser,), c_init
-    # The composer comes first: its methods replace the parser's own (libyaml's C composer).
-    mro = (_BoundedComposer, *bases, _StrictConstructor, _JsonLikeResolver)
-    return type("BoundedLoader", mro, {"__init__": init})
-
-
-_BoundedLoader = _loader_class()
 
 
 # --- data built in code ---------------------------------------------------------------------------
