@@ -26,7 +26,7 @@ def test_ci_runs_the_readmes_test_command_word_for_word() -> None:
     command = block_after(README, "Install everything and run every check")
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     runs = [line for line in ci if line and not line.startswith(("#", "set ", "cd ", "export "))]
-    assert command == "pip install -e '.[all]' && scripts/check"
+    assert command == "pip install -c constraints.txt -e '.[all]' && scripts/check"
     assert runs == [command]
 
 
@@ -42,7 +42,8 @@ def test_the_check_script_runs_lint_format_types_then_the_tests() -> None:
 def test_the_quick_start_installs_and_runs_an_example_that_exists() -> None:
     command = block_after(README, "Install and run a real distributed PyTorch job")
     install, run = command.split(" && ")
-    assert install.startswith("pip install -e '.[") and run.startswith("trainop run ")
+    assert install.startswith("pip install -c constraints.txt -e '.[")
+    assert run.startswith("trainop run ")
     assert (ROOT / run.removeprefix("trainop run ")).is_file()
 
 
