@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.core._kind_builders import REGISTRY, T0
 from tests.builders import make_job
+from tests.core._kind_builders import REGISTRY, T0
 from trainop_core.api.validation import prepare
 from trainop_core.decorators import DecoratorConfig, load_decorator_config
 from trainop_core.errors import InvalidConfigError, InvalidJobError
@@ -84,8 +84,9 @@ BAD = {
     "two servers of one name": (
         {"servers": [{"name": "a", "url": "https://p"}, {"name": "a", "url": "https://q"}]},
         "servers[1].name"),
-    "a caBundle that is no PEM": ({"servers": [{"name": "a", "url": "https://p", "caBundle": "eA=="}]},
-                                  "servers[0].caBundle"),
+    "a caBundle that is no PEM": (
+        {"servers": [{"name": "a", "url": "https://p", "caBundle": "eA=="}]},
+        "servers[0].caBundle"),
     "a selector operator out of the enum": (
         {"servers": [{"name": "a", "url": "https://p", "objectSelector": {
             "matchExpressions": [{"key": "k", "operator": "Near"}]}}]},
@@ -128,5 +129,5 @@ def test_a_relative_ca_file_resolves_next_to_the_configuration(tmp_path: Path) -
 def test_hostile_files_meet_the_job_readers_bounds(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfigError, match="nest"):
         load_decorator_config(write(tmp_path, "a: " + "[" * 200 + "]" * 200))
-    with pytest.raises(InvalidJobError, match="no such file|cannot be read|does not exist"):
+    with pytest.raises(InvalidJobError, match=r"no such file|cannot be read|does not exist"):
         load_decorator_config(tmp_path / "missing.yaml")

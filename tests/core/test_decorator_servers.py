@@ -25,8 +25,9 @@ from decorator_servers import (
 from tests.core._kind_builders import REGISTRY, T0
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.validation import prepare
-from trainop_core.decorators.decoration import Decoration, Decorated
+from trainop_core.decorators.decoration import Decorated, Decoration
 from trainop_core.planner import KubernetesAddressing, Observed, Plan, plan
+
 
 def pytorch_job() -> Any:
     return make_job("PyTorchJob", "d").master().workers(2)
@@ -112,9 +113,11 @@ def test_a_plan_that_creates_no_pod_calls_no_server() -> None:
         ({"objectSelector": {"matchLabels": {"team": "vision"}}}, True),
         ({"objectSelector": {"matchLabels": {"team": "speech"}}}, False),
         ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}}}, True),
-        ({"namespaceSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}},
-         False),
-    ],  # fmt: skip
+        (
+            {"namespaceSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}},
+            False,
+        ),
+    ],
     ids=lambda v: str(v),
 )
 def test_a_server_sees_only_the_jobs_its_selectors_choose(
@@ -173,8 +176,8 @@ def test_with_failure_policy_fail_nothing_is_created_and_the_job_fails(failing: 
     assert out.create_pods == [] and out.create_services == []
     assert out.status is not None
     failed = out.status.conditions[-1]
-    assert (failed.type, failed.status, failed.reason) == ("Failed", "True",
-                                                            "PyTorchJobFailedDecoration")  # fmt: skip
+    reason = "PyTorchJobFailedDecoration"
+    assert (failed.type, failed.status, failed.reason) == ("Failed", "True", reason)
     assert '"site-policy"' in (failed.message or "") and "no pod was created" in failed.message
     assert [e.reason for e in out.events if e.type == "Warning"] == ["FailedDecoration"]
     assert observer.failures[("site-policy", reason)] == 1
@@ -183,7 +186,7 @@ def test_with_failure_policy_fail_nothing_is_created_and_the_job_fails(failing: 
 def test_with_failure_policy_ignore_the_pods_are_created_undecorated(failing: Any) -> None:
     server, _ = failing
     decorated = decorate(Decoration([settings(server, timeoutSeconds=1, failurePolicy="Ignore")]))
-    job, undecorated = job_and_plan()
+    _, undecorated = job_and_plan()
     assert decorated.failure == ""
     assert pods(decorated) == {p["metadata"]["name"]: p for p in undecorated.create_pods}
     assert decorated.plan.create_services == undecorated.create_services

@@ -125,8 +125,10 @@ class Supervisor:
             pod.poll(now)
         job = self._load_job()
         observed = Observed(pods=tuple(p.observed() for p in self.pods.values()))
-        clock, in_process = datetime.now(timezone.utc), self.decorators.in_process
-        plan = self._plan(job, self.kind, observed, clock, self.addressing, PlanOptions(), in_process)
+        clock, options = datetime.now(timezone.utc), PlanOptions()
+        plan = self._plan(
+            job, self.kind, observed, clock, self.addressing, options, self.decorators.in_process
+        )
         plan = self.decorators.servers.decorate(job, self.kind, plan).plan
         return plan, self._apply(plan)
 

@@ -134,7 +134,7 @@ def not_after(cert_pem: bytes) -> datetime:
     return when
 
 
-# --- cryptography helpers --------------------------------------------------------------------------
+# --- cryptography helpers ----------------------------------------------------------------------
 def _new_key() -> Any:
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -201,7 +201,8 @@ def _same_key(cert: Any, key: Any) -> bool:
 
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
     der = serialization.Encoding.DER
-    return bool(cert.public_key().public_bytes(der, spki) == key.public_key().public_bytes(der, spki))
+    mine = key.public_key().public_bytes(der, spki)
+    return bool(cert.public_key().public_bytes(der, spki) == mine)
 
 
 def _pem(cert: Any) -> bytes:

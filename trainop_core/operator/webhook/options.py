@@ -68,29 +68,68 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     add("--webhook-server-port", type=int, default=9443, help="admission webhooks; 0 = none")
     add("--webhook-host", default="", help="address the webhook server binds (default: all)")
     add("--webhook-service-name", default="training-operator", help="the webhook Service")
-    add("--webhook-secret-name", default="training-operator-webhook-cert",
-        help="the Secret holding the webhook's CA and serving certificate")  # fmt: skip
-    add("--webhook-namespace", default="",
-        help="namespace of that Service and Secret (default: the operator's own)")  # fmt: skip
-    add("--webhook-cert-management", choices=CERT_MODES, default="self",
+    add(
+        "--webhook-secret-name",
+        default="training-operator-webhook-cert",
+        help="the Secret holding the webhook's CA and serving certificate",
+    )
+    add(
+        "--webhook-namespace",
+        default="",
+        help="namespace of that Service and Secret (default: the operator's own)",
+    )
+    add(
+        "--webhook-cert-management",
+        choices=CERT_MODES,
+        default="self",
         help="self: the operator makes, renews and injects its certificates; external: "
-        "cert-manager (or another) writes tls.crt/tls.key into --webhook-cert-dir")  # fmt: skip
+        "cert-manager (or another) writes tls.crt/tls.key into --webhook-cert-dir",
+    )
     add("--webhook-cert-dir", default="/tmp/k8s-webhook-server/serving-certs")
-    add("--webhook-host-names", default="", metavar="NAMES",
-        help="extra comma-separated DNS names or IP addresses for the serving certificate")  # fmt: skip
-    add("--webhook-validating-configuration", default="validator.training-operator.kubeflow.org",
-        help="ValidatingWebhookConfiguration whose caBundle the operator writes")  # fmt: skip
-    add("--webhook-mutating-configuration", default="defaulter.training-operator.kubeflow.org",
-        help="MutatingWebhookConfiguration whose caBundle the operator writes")  # fmt: skip
-    add("--webhook-ca-validity", type=parse_duration, default=CA_VALIDITY.total_seconds(),
-        metavar="DURATION", help="lifetime of the self-made CA (default 3650d)")  # fmt: skip
-    add("--webhook-cert-validity", type=parse_duration,
-        default=SERVING_VALIDITY.total_seconds(), metavar="DURATION",
-        help="lifetime of the serving certificate (default 365d)")  # fmt: skip
-    add("--webhook-cert-lookahead", type=parse_duration, default=LOOKAHEAD.total_seconds(),
-        metavar="DURATION", help="renew a certificate when less than this is left (default 90d)")  # fmt: skip
-    add("--webhook-cert-check-period", type=parse_duration, default=12 * 3600.0,
-        metavar="DURATION", help="how often certificates are checked (default 12h)")  # fmt: skip
+    add(
+        "--webhook-host-names",
+        default="",
+        metavar="NAMES",
+        help="extra DNS names or IP addresses for the serving certificate, comma-separated",
+    )
+    add(
+        "--webhook-validating-configuration",
+        default="validator.training-operator.kubeflow.org",
+        help="ValidatingWebhookConfiguration whose caBundle the operator writes",
+    )
+    add(
+        "--webhook-mutating-configuration",
+        default="defaulter.training-operator.kubeflow.org",
+        help="MutatingWebhookConfiguration whose caBundle the operator writes",
+    )
+    add(
+        "--webhook-ca-validity",
+        type=parse_duration,
+        default=CA_VALIDITY.total_seconds(),
+        metavar="DURATION",
+        help="lifetime of the self-made CA (default 3650d)",
+    )
+    add(
+        "--webhook-cert-validity",
+        type=parse_duration,
+        default=SERVING_VALIDITY.total_seconds(),
+        metavar="DURATION",
+        help="lifetime of the serving certificate (default 365d)",
+    )
+    add(
+        "--webhook-cert-lookahead",
+        type=parse_duration,
+        default=LOOKAHEAD.total_seconds(),
+        metavar="DURATION",
+        help="renew a certificate when less than this is left of it (default 90d)",
+    )
+    add(
+        "--webhook-cert-check-period",
+        type=parse_duration,
+        default=12 * 3600.0,
+        metavar="DURATION",
+        help="how often certificates are checked (default 12h)",
+    )
 
 
 def webhook_options_from_args(args: argparse.Namespace) -> WebhookOptions:

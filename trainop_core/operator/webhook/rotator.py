@@ -114,8 +114,8 @@ class SelfManaged:
         except ApiError as exc:
             if not exc.not_found:
                 raise
-        body = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-                "metadata": {"name": self.secret, "namespace": self.namespace}, "data": {}}  # fmt: skip
+        meta = {"name": self.secret, "namespace": self.namespace}
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta}
         try:
             return self.client.create(SECRETS, self.namespace, body)
         except ApiError as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import ssl
 import tempfile
 import threading
@@ -26,7 +25,7 @@ from typing import Any
 from trainop_core.api.load import KindLookup
 from trainop_core.kinds.base import Kind
 from trainop_core.operator.metrics import Registry
-from trainop_core.operator.webhook.review import BadReview, mutate, request_of, validate
+from trainop_core.operator.webhook.review import mutate, request_of, validate
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # an UPDATE carries the object twice; each is at most 3 MiB
@@ -178,7 +177,7 @@ def _handler(owner: WebhookServer) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 body = self.rfile.read(int(length))
-            except (OSError, socket.timeout):
+            except (TimeoutError, OSError):
                 self.close_connection = True
                 return
             self._send(*owner.answer(self.path.split("?", 1)[0], body))
