@@ -176,8 +176,8 @@ def test_with_failure_policy_fail_nothing_is_created_and_the_job_fails(failing: 
     assert out.create_pods == [] and out.create_services == []
     assert out.status is not None
     failed = out.status.conditions[-1]
-    reason = "PyTorchJobFailedDecoration"
-    assert (failed.type, failed.status, failed.reason) == ("Failed", "True", reason)
+    expected = ("Failed", "True", "PyTorchJobFailedDecoration")
+    assert (failed.type, failed.status, failed.reason) == expected
     assert '"site-policy"' in (failed.message or "") and "no pod was created" in failed.message
     assert [e.reason for e in out.events if e.type == "Warning"] == ["FailedDecoration"]
     assert observer.failures[("site-policy", reason)] == 1
