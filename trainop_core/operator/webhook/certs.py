@@ -69,7 +69,8 @@ def new_serving(ca: KeyPair, hosts: Sequence[str], validity: timedelta, now: Any
     now = now or datetime.now(timezone.utc)
     ca_cert, ca_key = _load_cert(split_bundle(ca.cert_pem)[0]), _load_key(ca.key_pem)
     key = _new_key()
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    # The names that count are the SANs; a common name may only hold 64 characters.
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0][:64])])
     builder = (
         _builder(subject, ca_cert.subject, key.public_key(), now, validity)
         .add_extension(x509.SubjectAlternativeName(_alt_names(hosts)), critical=False)

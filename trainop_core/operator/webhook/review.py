@@ -8,8 +8,10 @@ controller (`trainop_core.api.validation.prepare`).
   JAXJob webhooks compare the new object with itself and miss it). A job being deleted is let
   through, so an invalid job stored before the webhook existed can still be deleted.
 - mutating ("defaulting", CREATE, UPDATE): a JSON Patch that writes the defaults into the stored
-  spec (upstream has none: its defaults stay in the reconciler's memory). A job that cannot even
-  be read gets no patch; the validating webhook then refuses it with every problem.
+  spec (upstream has none: its defaults stay in the reconciler's memory). The patch turns the
+  spec into the defaulted model's, so besides the defaults it may drop a null field or spell a
+  replica type the kind's way (worker -> Worker). A job that cannot even be read gets no patch;
+  the validating webhook then refuses it with every problem.
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ def mutate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
     except InvalidJobError:
         return _response(request, True)
     defaulted = apply_defaults(parsed, registry.get(parsed.kind))
-    before, after = parsed.to_dict()["spec"], defaulted.to_dict()["spec"]
+    # From the spec as sent to the defaulted model's: the defaults, and the model's canonical
+    # form of the same values (a null field left out, `runPolicy: {}` where there was none).
+    before, after = job["spec"], defaulted.to_dict()["spec"]
     ops = [_under_spec(op) for op in jsonpatch.make_patch(before, after).patch]
     return _response(request, True, patch=ops)
 

@@ -4,14 +4,15 @@ Every `check_period` (and at start, then every few seconds until it succeeds), `
 
 1. reads the Secret (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`), creating it when it is missing;
 2. renews what is due: the CA when less than the lookahead is left of it (the old CA stays in
-   `ca.crt` after the new one until it expires), the serving certificate when it is due, was not
-   signed by the current CA or does not name every host;
-3. writes the CA bundle into the `caBundle` of every webhook of the validating and mutating
-   configurations — before it writes a renewed Secret, so the API server trusts the new
-   certificate before any replica serves it;
-4. writes the Secret (guarded by its resourceVersion: when two replicas race, one wins and the
-   other takes its certificates on the next pass);
-5. serves the Secret's certificate.
+   `ca.crt`, after the new one, until it expires), the serving certificate when it is due, was
+   not signed by the current CA or does not name every host. A pass that renews the CA keeps a
+   serving certificate the old CA signed until the next pass, so that by the time a certificate
+   of the new CA is served, the API server has had a whole period to learn the new bundle;
+3. writes the Secret when it changed, guarded by its resourceVersion: when two replicas race,
+   one wins and the other stops this pass and takes the winner's certificates on the next one;
+4. writes the CA bundle into the `caBundle` of every webhook of the validating and mutating
+   configurations (those that exist);
+5. serves the Secret's certificate; the first pass that gets here makes the webhooks ready.
 
 Every replica runs it (as cert-controller without RequireLeaderElection), so each serves the
 current certificate. `External` serves what cert-manager (or anyone) writes into a directory
@@ -24,7 +25,7 @@ import base64
 import logging
 import threading
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from trainop_core.operator.kube import ApiError, KubeClient, Obj, Resource
@@ -77,7 +78,7 @@ class SelfManaged:
         while not stop.is_set():
             try:
                 self.check()
-            except (ApiError, ValueError) as exc:
+            except Exception as exc:  # API errors, lost races, bad data: the loop must go on
                 log.warning("webhook certificates: %s (trying again)", exc)
                 stop.wait(RETRY_SECONDS)
                 continue
@@ -89,19 +90,23 @@ class SelfManaged:
         data = _decoded(secret)
         now = datetime.now(timezone.utc)
         ca = KeyPair(data.get(CA_CERT, b""), data.get(CA_KEY, b""))
+        signer = ca.cert_pem  # the CA the serving certificate must come from, this pass
         renewed = dict(data)
         if not valid_ca(ca, now, self.validity.lookahead):
             fresh = new_ca(self.validity.ca, now)
-            ca = KeyPair(bundle_with(fresh.cert_pem, ca.cert_pem, now), fresh.key_pem)
+            old = ca
+            ca = KeyPair(bundle_with(fresh.cert_pem, old.cert_pem, now), fresh.key_pem)
             renewed.update({CA_CERT: ca.cert_pem, CA_KEY: ca.key_pem})
+            # The old CA's serving certificate stays for this pass, if the old CA still lives.
+            signer = old.cert_pem if valid_ca(old, now, timedelta(0)) else ca.cert_pem
         serving = KeyPair(renewed.get(TLS_CERT, b""), renewed.get(TLS_KEY, b""))
-        if not valid_serving(serving, ca.cert_pem, self.hosts, now, self.validity.lookahead):
+        if not valid_serving(serving, signer, self.hosts, now, self.validity.lookahead):
             serving = new_serving(ca, self.hosts, self.validity.serving, now)
             renewed.update({TLS_CERT: serving.cert_pem, TLS_KEY: serving.key_pem})
-        self._inject(ca.cert_pem)
         if renewed != data:
             self._write_secret(secret, renewed)
             log.info("webhook certificates renewed in secret %s/%s", self.namespace, self.secret)
+        self._inject(ca.cert_pem)
         if serving.cert_pem != self.served:
             self.serve(serving.cert_pem, serving.key_pem)
             self.served = serving.cert_pem
