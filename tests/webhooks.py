@@ -26,7 +26,9 @@ PLURALS = {
 
 def shipped() -> list[dict[str, Any]]:
     """The validating and mutating configurations as shipped."""
-    return [yaml.safe_load((WEBHOOKS / f).read_text()) for f in ("validating.yaml", "mutating.yaml")]
+    return [
+        yaml.safe_load((WEBHOOKS / f).read_text()) for f in ("validating.yaml", "mutating.yaml")
+    ]
 
 
 def for_test(config: dict[str, Any], namespace: str, port: int, **webhook: Any) -> dict[str, Any]:

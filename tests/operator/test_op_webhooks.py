@@ -19,6 +19,7 @@ from opkit import Cluster, RunningOperator, wait_for
 from webhooks import Names, configuration, patch_webhooks, registered
 
 from trainop_core.operator.webhook.options import WebhookOptions
+from trainop_core.testing.rest import RestError
 
 Start = Callable[..., RunningOperator]
 
@@ -193,3 +194,48 @@ def test_the_operator_writes_the_ca_bundle_of_both_configurations(
                        ("MutatingWebhookConfiguration", names.mutating)):  # fmt: skip
         hooks = configuration(cluster.control_plane, kind, name)["webhooks"]
         assert len(hooks) == 5 and {h["clientConfig"]["caBundle"] for h in hooks} == {bundle}
+
+
+def test_certificates_are_renewed_before_expiry_and_admission_never_stops(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """Serving certificates of 3 s and a CA of 6 s, renewed 1.5 s before they expire: within
+    about 8 s the serving certificate is renewed several times and the CA once (its bundle then
+    holds both CAs); every admission request meanwhile is answered by the webhook itself."""
+    from datetime import timedelta
+
+    from trainop_core.operator.webhook.certs import Validity, split_bundle
+
+    port = free_port()
+    validity = Validity(timedelta(seconds=6), timedelta(seconds=3), timedelta(seconds=1.5))
+    secret_path = f"/api/v1/namespaces/{cluster.namespace}/secrets/training-operator-webhook-cert"
+    jobs = f"/apis/kubeflow.org/v1/namespaces/{cluster.namespace}/pytorchjobs"
+    valid = make_job("PyTorchJob", "v").master().build()
+    with registered(cluster.control_plane, cluster.namespace, port) as names:
+        options = webhook_options(cluster, names, port, validity=validity, check_period=0.25)
+        op = run_operator(webhook=options).wait_started()
+        wait_for(lambda: op.get("/readyz")[0] == 200, what="/readyz")
+        serving, authorities, bundles = set(), set(), set()
+        while len(authorities) < 2 or len(serving) < 4:
+            secret = cluster.rest.get(secret_path)["data"]
+            serving.add(secret["tls.crt"])
+            authorities.add(split_bundle(_b64(secret["ca.crt"]))[0])
+            bundles.add(configuration(cluster.control_plane, "ValidatingWebhookConfiguration",
+                                      names.validating)["webhooks"][0]["clientConfig"]["caBundle"])  # fmt: skip
+            cluster.rest.create(jobs, valid, dryRun="All")  # admitted by the webhook
+            try:
+                cluster.rest.create(jobs, invalid_job(), dryRun="All")
+            except RestError as err:
+                assert "is not a valid DNS label" in str(err), err  # refused by the webhook
+            else:
+                raise AssertionError("an invalid job was admitted")
+            assert len(serving) < 12, "renewed far more often than the validity asks"
+    last = _b64(cluster.rest.get(secret_path)["data"]["ca.crt"])
+    assert len(split_bundle(last)) == 2  # the new CA, and the old one until it expires
+    assert len(bundles) >= 2
+
+
+def _b64(text: str) -> bytes:
+    import base64
+
+    return base64.b64decode(text)

@@ -84,7 +84,9 @@ class WebhookServer:
             return self._context
 
     def start(self) -> None:
-        threading.Thread(target=self._server.serve_forever, name="webhooks", daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, args=(0.1,), name="webhooks", daemon=True
+        ).start()
         with self._lock:
             self._started = True
 
