@@ -117,7 +117,7 @@ def test_a_job_that_cannot_be_read_is_left_to_the_validating_webhook(
     assert validate(review(job), registry)["response"]["allowed"] is False
 
 
-# --- the server's bounds ---------------------------------------------------------------------------
+# --- the server's bounds ------------------------------------------------------------------------
 @pytest.fixture
 def server(registry: KindRegistry, tmp_path: Path) -> Iterator[tuple[WebhookServer, str]]:
     ca = new_ca(_days(1))

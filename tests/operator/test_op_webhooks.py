@@ -22,6 +22,7 @@ from trainop_core.operator.webhook.options import WebhookOptions
 from trainop_core.testing.rest import RestError
 
 Start = Callable[..., RunningOperator]
+VALIDATING = "ValidatingWebhookConfiguration"
 
 
 def webhook_options(cluster: Cluster, names: Names, port: int, **fields: Any) -> WebhookOptions:
@@ -169,9 +170,11 @@ def _served_certificate(port: int, ca_pem: bytes) -> bytes:
     import ssl
 
     context = ssl.create_default_context(cadata=ca_pem.decode())
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-            der = tls.getpeercert(binary_form=True)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
     assert der is not None
     return ssl.DER_cert_to_PEM_cert(der).encode()
 
@@ -220,8 +223,8 @@ def test_certificates_are_renewed_before_expiry_and_admission_never_stops(
             secret = cluster.rest.get(secret_path)["data"]
             serving.add(secret["tls.crt"])
             authorities.add(split_bundle(_b64(secret["ca.crt"]))[0])
-            bundles.add(configuration(cluster.control_plane, "ValidatingWebhookConfiguration",
-                                      names.validating)["webhooks"][0]["clientConfig"]["caBundle"])  # fmt: skip
+            hooks = configuration(cluster.control_plane, VALIDATING, names.validating)["webhooks"]
+            bundles.add(hooks[0]["clientConfig"]["caBundle"])
             cluster.rest.create(jobs, valid, dryRun="All")  # admitted by the webhook
             try:
                 cluster.rest.create(jobs, invalid_job(), dryRun="All")
