@@ -70,6 +70,21 @@ def config_of(*servers: ServerSettings, **fields: Any) -> DecoratorConfig:
     return DecoratorConfig(entry_points=False, servers=list(servers), **fields)
 
 
+def config_file(directory: Path, server: Any, **fields: Any) -> Path:
+    """A DecoratorConfiguration file: an in-process env SITE=lab, then `server` (with
+    `fields`) as "site-policy"."""
+    data = {
+        "apiVersion": "trainop.kubeflow.org/v1alpha1",
+        "kind": "DecoratorConfiguration",
+        "entryPoints": False,
+        "decorators": [{"env": {"SITE": "lab"}}],
+        "servers": [{"name": "site-policy", "url": server.url, "timeoutSeconds": 2, **fields}],
+    }
+    path = directory / "decorators.yaml"
+    path.write_text(json.dumps(data))
+    return path
+
+
 # --- misbehaviour -------------------------------------------------------------------------------
 def answer(review: Any, **response: Any) -> tuple[int, bytes]:
     """A well-formed answer to `review` with `response`'s fields."""

@@ -8,23 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
-from decorator_servers import POOL_ENV, POOL_LABEL, policy_server, refusing
+from decorator_servers import POOL_ENV, POOL_LABEL, config_file, policy_server, refusing
 
 from tests.builders import make_job
 from tests.core.test_render import run_render
-
-
-def configuration(tmp_path: Path, server: Any, **fields: Any) -> Path:
-    data = {
-        "apiVersion": "trainop.kubeflow.org/v1alpha1",
-        "kind": "DecoratorConfiguration",
-        "entryPoints": False,
-        "decorators": [{"env": {"SITE": "lab"}}],
-        "servers": [{"name": "site-policy", "url": server.url, "timeoutSeconds": 2, **fields}],
-    }
-    path = tmp_path / "decorators.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def job_file(tmp_path: Path) -> Path:
@@ -42,7 +29,7 @@ def test_render_shows_the_decorated_pods(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with policy_server() as server:
-        config = configuration(tmp_path, server)
+        config = config_file(tmp_path, server)
         assert run_render([str(job_file(tmp_path)), "--decorators", str(config)]) == 0
         assert server.calls == 2  # one per replica type
     shown = pods(capsys.readouterr().out)
@@ -58,7 +45,7 @@ def test_the_environment_names_the_configuration_render_uses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with policy_server() as server:
-        monkeypatch.setenv("TRAINOP_DECORATORS", str(configuration(tmp_path, server)))
+        monkeypatch.setenv("TRAINOP_DECORATORS", str(config_file(tmp_path, server)))
         assert run_render([str(job_file(tmp_path))]) == 0
     assert all(POOL_LABEL in str(p) for p in pods(capsys.readouterr().out).values())
 
@@ -67,7 +54,7 @@ def test_a_server_that_fails_the_job_makes_render_exit_2_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with policy_server(refusing("no GPUs for you")) as server:
-        config = configuration(tmp_path, server)
+        config = config_file(tmp_path, server)
         assert run_render([str(job_file(tmp_path)), "--decorators", str(config)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -78,7 +65,7 @@ def test_an_ignored_failure_renders_undecorated_pods_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with policy_server() as server:
-        config = configuration(tmp_path, server, failurePolicy="Ignore")
+        config = config_file(tmp_path, server, failurePolicy="Ignore")
         server.stop()  # down
         assert run_render([str(job_file(tmp_path)), "--decorators", str(config)]) == 0
     captured = capsys.readouterr()

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from builders import make_job
 from decorator_servers import (
     POOL_ENV,
     POOL_LABEL,
+    config_file,
     garbage,
     huge,
     patching,
@@ -32,16 +32,7 @@ Start = Callable[..., RunningOperator]
 
 
 def configuration(tmp_path: Path, server: Any, **fields: Any) -> str:
-    data = {
-        "apiVersion": "trainop.kubeflow.org/v1alpha1",
-        "kind": "DecoratorConfiguration",
-        "entryPoints": False,
-        "decorators": [{"env": {"SITE": "lab"}}],
-        "servers": [{"name": "site-policy", "url": server.url, "timeoutSeconds": 1, **fields}],
-    }
-    path = tmp_path / "decorators.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
+    return str(config_file(tmp_path, server, **{"timeoutSeconds": 1, **fields}))
 
 
 def rendered(job: dict[str, Any], namespace: str, config: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ class WebhookOptions:
     validating_configuration: str = "validator.training-operator.kubeflow.org"
     mutating_configuration: str = "defaulter.training-operator.kubeflow.org"
     validity: Validity = field(default_factory=Validity)
-    check_period: float = 12 * 3600.0  # seconds between certificate checks (cert-controller's)
+    check_period: float = 60.0  # seconds between looks at the Secret and the configurations
 
     def own_namespace(self) -> str:
         """--webhook-namespace, else $POD_NAMESPACE, else the ServiceAccount's, else default."""
@@ -126,9 +126,10 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--webhook-cert-check-period",
         type=parse_duration,
-        default=12 * 3600.0,
+        default=60.0,
         metavar="DURATION",
-        help="how often certificates are checked (default 12h)",
+        help="how often the Secret and the webhook configurations are checked, and "
+        "certificates renewed if due (default 1m)",
     )
 
 

@@ -1,6 +1,7 @@
 """The webhook's certificates, managed by the operator itself as upstream's cert-controller does.
 
-Every `check_period` (and at start, then every few seconds until it succeeds), `SelfManaged`:
+Every `check_period` (a minute; at start, then every few seconds until it succeeds, and sooner
+while a configuration is missing), `SelfManaged`:
 
 1. reads the Secret (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`), creating it when it is missing;
 2. renews what is due: the CA when less than the lookahead is left of it (the old CA stays in
@@ -50,6 +51,7 @@ MUTATING = Resource(
     "MutatingWebhookConfiguration", namespaced=False,
 )  # fmt: skip
 RETRY_SECONDS = 2.0
+MISSING_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)  # while a configuration does not exist yet
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 Serve = Callable[[bytes, bytes], None]
 
@@ -73,8 +75,13 @@ class SelfManaged:
         self.validity, self.serve, self.check_period = validity, serve, check_period
         self.served: bytes = b""  # the serving certificate in use
         self.ready = threading.Event()
+        self.missing = 0  # passes in a row that found a configuration missing
 
     def run(self, stop: threading.Event) -> None:
+        """Check until `stop`, every `check_period` (a configuration re-applied without its
+        caBundle, a Secret another replica renewed: cert-controller watches them, this polls),
+        sooner while a configuration is missing (kubectl applies webhook configurations after
+        the Deployment)."""
         while not stop.is_set():
             try:
                 self.check()
@@ -82,7 +89,10 @@ class SelfManaged:
                 log.warning("webhook certificates: %s (trying again)", exc)
                 stop.wait(RETRY_SECONDS)
                 continue
-            stop.wait(self.check_period)
+            if self.missing:
+                stop.wait(MISSING_BACKOFF[min(self.missing, len(MISSING_BACKOFF)) - 1])
+            else:
+                stop.wait(self.check_period)
 
     def check(self) -> None:
         """One pass: steps 1 to 5 of the module docstring. Raises ApiError on a failed call."""
@@ -142,12 +152,14 @@ class SelfManaged:
     def _inject(self, bundle: bytes) -> None:
         """Write `bundle` into each configuration's webhooks (those that exist)."""
         encoded = base64.b64encode(bundle).decode()
+        missing = False
         for resource, name in self.configurations:
             try:
                 current = self.client.get(resource, "", name)
             except ApiError as exc:
                 if exc.not_found:
-                    log.debug("no %s %s: nothing to inject", resource.kind, name)
+                    log.info("no %s %s yet: its caBundle waits", resource.kind, name)
+                    missing = True
                     continue
                 raise
             webhooks = current.get("webhooks") or []
@@ -161,6 +173,7 @@ class SelfManaged:
                 if not exc.conflict:
                     raise
                 raise ValueError(f"{resource.kind} {name} changed meanwhile") from exc
+        self.missing = self.missing + 1 if missing else 0
 
 
 class External:
