@@ -242,3 +242,44 @@ def _b64(text: str) -> bytes:
     import base64
 
     return base64.b64decode(text)
+
+
+def test_configurations_applied_after_the_operator_get_their_ca_bundle_at_once(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """kubectl applies webhook configurations after the Deployment: the operator, already
+    serving, writes their caBundle within seconds, and admission works."""
+    port = free_port()
+    names = Names(f"{cluster.namespace}.validator.training-operator.kubeflow.org",
+                  f"{cluster.namespace}.defaulter.training-operator.kubeflow.org")  # fmt: skip
+    op = run_operator(webhook=webhook_options(cluster, names, port)).wait_started()
+    wait_for(lambda: op.get("/readyz")[0] == 200, what="/readyz")
+    with registered(cluster.control_plane, cluster.namespace, port):
+        wait_for(
+            lambda: "caBundle" in configuration(cluster.control_plane, VALIDATING,
+                                                names.validating)["webhooks"][0]["clientConfig"],
+            timeout=10, what="caBundle written",
+        )  # fmt: skip
+        done = wait_for(lambda: (d := apply(cluster, invalid_job())).returncode and d, timeout=10)
+        assert "is not a valid DNS label" in done.stderr
+
+
+def test_two_replicas_serve_the_one_certificate_of_the_secret(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """Both replicas start at once and may both make certificates: whichever writes the Secret
+    first wins, the other's write is a conflict it recovers from (upstream's #2640 restarted the
+    controller on those), and both serve the winner's certificate."""
+    ports = [free_port(), free_port()]
+    with registered(cluster.control_plane, cluster.namespace, ports[0]) as names:
+        ops = [run_operator(webhook=webhook_options(cluster, names, p)) for p in ports]
+        for op in ops:
+            wait_for(lambda op=op: op.get("/readyz")[0] == 200, what="/readyz")
+        secret = cluster.rest.get(
+            f"/api/v1/namespaces/{cluster.namespace}/secrets/training-operator-webhook-cert"
+        )["data"]
+        ca = _b64(secret["ca.crt"])
+        wait_for(
+            lambda: all(_served_certificate(p, ca) == _b64(secret["tls.crt"]) for p in ports),
+            timeout=15, what="both replicas serve the Secret's certificate",
+        )  # fmt: skip
