@@ -32,7 +32,9 @@ def test_render_shows_the_decorated_pods(
         config = config_file(tmp_path, server)
         assert run_render([str(job_file(tmp_path)), "--decorators", str(config)]) == 0
         assert server.calls == 2  # one per replica type
-    shown = pods(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert "&id" not in out  # every pod has objects of its own: no YAML anchors
+    shown = pods(out)
     assert sorted(shown) == ["mnist-master-0", "mnist-worker-0", "mnist-worker-1"]
     for name, pod in shown.items():
         env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}

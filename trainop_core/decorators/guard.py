@@ -32,8 +32,8 @@ def patched_pod(pod: dict[str, Any], ops: Sequence[dict[str, Any]]) -> dict[str,
 
     result = copy.deepcopy(pod)
     for i, op in enumerate(ops):
-        try:
-            result = jsonpatch.JsonPatch([op]).apply(result, in_place=True)
+        try:  # each pod gets values of its own: no two pods share an object
+            result = jsonpatch.JsonPatch([copy.deepcopy(op)]).apply(result, in_place=True)
         except Exception as exc:  # JsonPatchException, JsonPointerException, bad values, ...
             raise DecorationError("patch_failed", f"patch[{i}] does not apply: {exc}") from None
         if op.get("op") == "copy" and _size(result) > MAX_POD_BYTES:

@@ -5,8 +5,9 @@ controller (`trainop_core.api.validation.prepare`).
 - validating (CREATE, UPDATE): every problem at once, each with its field path, in a 422
   `Invalid` status; upstream's webhook warnings (deprecated fields) as AdmissionReview warnings;
   on UPDATE `spec.runPolicy.managedBy` may not change, for every kind (two of upstream's
-  webhooks compare the new object with itself and miss it: docs/upstream-differences.md). A job being deleted is let
-  through, so an invalid job stored before the webhook existed can still be deleted.
+  webhooks compare the new object with itself and miss it: docs/upstream-differences.md). A job
+  being deleted is let through, so an invalid job stored before the webhook existed can still
+  be deleted.
 - mutating ("defaulting", CREATE, UPDATE): a JSON Patch that writes the defaults into the stored
   spec (upstream has none: its defaults stay in the reconciler's memory). The patch turns the
   spec into the defaulted model's, so besides the defaults it may drop a null field or spell a
