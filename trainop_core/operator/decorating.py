@@ -9,12 +9,24 @@ import logging
 import threading
 import time
 
+from trainop_core.decorators.config import DecoratorConfig
+from trainop_core.decorators.decoration import Decorators
 from trainop_core.decorators.selectors import namespace_labels
 from trainop_core.operator.kube import NAMESPACES, ApiError, KubeClient
 from trainop_core.operator.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 LABELS_TTL = 30.0  # seconds a namespace's labels are trusted (a server's selector reads them)
+
+
+def operator_decorators(
+    config: DecoratorConfig, client: KubeClient, metrics: OperatorMetrics
+) -> Decorators:
+    """`config`'s decorators, its servers' selectors reading namespaces through `client`, their
+    calls counted in `metrics`."""
+    return Decorators.from_config(
+        config, labels_of_namespace=NamespaceLabels(client), observer=DecoratorMetrics(metrics)
+    )
 
 
 class NamespaceLabels:

@@ -21,12 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
-from trainop_core.decorators.decoration import Decorators
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.pytorch import INIT_IMAGE_OPTION, INIT_TRIES_OPTION
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator.controller import Caches, JobController
-from trainop_core.operator.decorating import DecoratorMetrics, NamespaceLabels
+from trainop_core.operator.decorating import operator_decorators
 from trainop_core.operator.effects import Applier, expectation_keys
 from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.health import PROMETHEUS, Endpoints, check_route
@@ -156,11 +155,8 @@ class Manager:
         self.recorder = EventRecorder(events_client, bucket=self.client.bucket)
         self.writers = ThreadPoolExecutor(WRITER_THREADS, thread_name_prefix="writer")
         self.identity = new_identity()
-        self.decorators = Decorators.from_config(
-            decorators or load_decorator_config(options.decorators or None),
-            labels_of_namespace=NamespaceLabels(self.client),
-            observer=DecoratorMetrics(self.metrics),
-        )
+        config = decorators or load_decorator_config(options.decorators or None)
+        self.decorators = operator_decorators(config, self.client, self.metrics)
         self.pod_group_resource = pod_group_resource(options.gang_scheduler_name)
         self.informers: dict[str, Informer] = {}
         self.controllers: dict[str, JobController] = {}
@@ -169,10 +165,7 @@ class Manager:
         self._workers_started = threading.Event()
         self.lost_leadership = False
         self.webhooks = self._build_webhooks()
-        readiness: dict[str, Callable[[], bool]] = {
-            "caches": self.caches_synced,
-            "running": lambda: not self.stop.is_set(),
-        }
+        readiness = dict(caches=self.caches_synced, running=lambda: not self.stop.is_set())
         if self.webhooks is not None:
             readiness["webhooks"] = self.webhooks.ready
         self.probes = Endpoints(
