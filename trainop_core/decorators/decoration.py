@@ -164,7 +164,8 @@ class Decoration:
     ) -> Verdict:
         uid = str(uuid.uuid4())
         index = int(pod["metadata"]["labels"][REPLICA_INDEX_LABEL])
-        replicas = job.spec.replica_specs[rtype].replicas or 0
+        spec = job.spec.replica_specs.get(rtype)
+        replicas = (spec.replicas or 0) if spec is not None else 0
         body = review_request(uid, job.to_dict(), rtype, index, replicas, pod)
         started = time.monotonic()
         with self._lock:
