@@ -185,8 +185,8 @@ class JobController:
         return model
 
     def _record_admission_warnings(self, job: Obj, model: TrainingJob) -> None:
-        """No webhook returned them to whoever created the job: record them on the job, once,
-        on its first reconcile (before any condition is written)."""
+        """Record them on the job, once, on its first reconcile (before any condition is
+        written): a cluster may run without the webhook that returns them to kubectl."""
         if (job.get("status") or {}).get("conditions"):
             return
         for warning in admission_warnings(model, self.kind):
@@ -243,7 +243,8 @@ class JobController:
         return remember
 
     def _mark_invalid(self, job: Obj, exc: InvalidJobError) -> None:
-        """No webhook caught it: fail the job once, with the problems in the condition."""
+        """No webhook refused it (none registered, or it was down with Ignore): fail the job
+        once, with the problems in the condition."""
         conditions = (job.get("status") or {}).get("conditions") or []
         reason = f"{self.kind.kind}FailedValidation"
         if any(c.get("reason") == reason for c in conditions):
