@@ -291,11 +291,17 @@ def python_env() -> dict[str, str]:
 def start_trainop(
     name: str, kubeconfig: Path, kinds: tuple[str, ...], qps: int, burst: int, workdir: Path
 ) -> Process:
-    metrics, probe = free_port(), free_port()
+    metrics, probe, webhook = free_port(), free_port(), free_port()
     argv = [
         sys.executable, "-m", "trainop_core.operator", f"--kubeconfig={kubeconfig}",
         f"--metrics-bind-address=127.0.0.1:{metrics}",
         f"--health-probe-bind-address=127.0.0.1:{probe}",
+        # Its webhooks serve, with their own certificates, as upstream's do; no configuration
+        # points at them (upstream's matches no object), so neither is ever called.
+        f"--webhook-server-port={webhook}", "--webhook-host=127.0.0.1",
+        "--webhook-namespace=default", f"--webhook-secret-name={name}-webhook-cert",
+        f"--webhook-validating-configuration={name}-validator",  # never upstream's
+        f"--webhook-mutating-configuration={name}-defaulter",
         f"--kube-api-qps={qps}", f"--kube-api-burst={burst}", "--log-level=INFO",
         *(f"--enable-scheme={k.lower()}" for k in kinds),
     ]  # fmt: skip

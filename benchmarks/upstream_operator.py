@@ -23,7 +23,7 @@ certificate is present in ``/tmp/k8s-webhook-server/serving-certs`` (a mounted S
 cluster; :func:`mount_serving_certs` writes it there out of cluster). The configuration we
 pre-create has one webhook whose ``objectSelector`` matches no object and whose failurePolicy is
 Ignore: the API server never calls upstream's webhook, so both operators see exactly the same
-objects (trainop has no webhook; it validates while reconciling).
+objects (trainop's webhooks serve too, with no configuration pointing at them).
 """
 
 from __future__ import annotations

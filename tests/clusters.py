@@ -17,8 +17,11 @@ def running_operator(server: Any, registry: KindRegistry, options: Any = None) -
     ApiClient) for the length of a `with` block (default options: no metrics or probe ports)."""
     from trainop_core.operator.manager import Manager
     from trainop_core.operator.options import Options
+    from trainop_core.operator.webhook.options import WebhookOptions
 
-    options = options or Options(metrics_bind_address="0", health_probe_bind_address="0")
+    options = options or Options(
+        metrics_bind_address="0", health_probe_bind_address="0", webhook=WebhookOptions(port=0)
+    )
     client = server.api_client() if hasattr(server, "api_client") else server
     manager = Manager(options, registry, api_client=client)
     thread = threading.Thread(target=manager.run, daemon=True, name="operator")

@@ -49,6 +49,7 @@ PODGROUP_APIS = {
 def fast_operator_options(namespace: str, **overrides: Any) -> Any:
     """Operator options for tests: no ports, no client rate limit, this namespace only."""
     from trainop_core.operator.options import Options
+    from trainop_core.operator.webhook.options import WebhookOptions
 
     base: dict[str, Any] = dict(
         namespace=namespace,
@@ -56,6 +57,7 @@ def fast_operator_options(namespace: str, **overrides: Any) -> Any:
         health_probe_bind_address="0",
         kube_api_qps=-1,
         cache_sync_timeout=30,
+        webhook=WebhookOptions(port=0),
     )
     base.update(overrides)
     return Options(**base)

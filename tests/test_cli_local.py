@@ -215,3 +215,21 @@ def test_submit_get_logs_delete(
     assert capsys.readouterr().out == 'xgboostjob.kubeflow.org "xgb" deleted\n'
     assert main(["get", "xgb"]) == 1
     assert "NotFound" in capsys.readouterr().err
+
+
+def test_run_decorators_decorates_the_local_replicas_and_kubernetes_refuses_the_flag(
+    env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "decorators.yaml"
+    config.write_text(
+        "apiVersion: trainop.kubeflow.org/v1alpha1\nkind: DecoratorConfiguration\n"
+        "entryPoints: false\ndecorators: [{env: {SITE: lab}}]\n"
+    )
+    job = make_job("PyTorchJob", "deco").master(command=py("import os; print(os.environ['SITE'])"))
+    code = main(["run", str(job_file(tmp_path, job)), "--decorators", str(config), "--rm"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "master-0 | lab" in out.splitlines()
+    code = main(["submit", str(job_file(tmp_path, job)), "--decorators", str(config),
+                 "--backend", "kubernetes"])  # fmt: skip
+    assert code == 2 and "the operator decorates pods" in capsys.readouterr().err

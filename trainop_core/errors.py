@@ -44,6 +44,13 @@ class InvalidJobError(TerminalError):
         return "\n".join(lines)
 
 
+class InvalidConfigError(InvalidJobError):
+    """A configuration file (decorators) failed loading; lists every problem with its field path.
+
+    A kind of InvalidJobError so that every command that reports bad input reports it the same
+    way (the file, then each problem)."""
+
+
 class NotFoundError(TrainopError):
     """The named job (or replica) does not exist."""
 

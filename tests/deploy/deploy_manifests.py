@@ -13,7 +13,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR = REPO / "operator"
-KUSTOMIZATIONS = ("base", "overlays/standalone", "overlays/namespaced")
+KUSTOMIZATIONS = ("base", "overlays/standalone", "overlays/namespaced", "overlays/cert-manager")
 Manifest = dict[str, Any]
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader: CRDs are ~180 kB each
 

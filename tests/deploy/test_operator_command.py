@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from deploy_manifests import OPERATOR, REPO, find, kustomize
+from deploy_manifests import KUSTOMIZATIONS, OPERATOR, REPO, find, kustomize
 
 from trainop_core.cli.main import build_parser
 from trainop_core.operator.options import options_from_args
@@ -47,7 +47,7 @@ def test_the_entrypoint_is_the_trainop_console_script_running_the_operator() -> 
     assert re.search(r'^trainop = "trainop_core\.cli\.main:main"$', pyproject, re.MULTILINE)
 
 
-@pytest.mark.parametrize("kustomization", ["base", "overlays/standalone", "overlays/namespaced"])
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
 def test_the_deployment_arguments_parse_with_the_operator_parser(kustomization: str) -> None:
     argv = [*entrypoint()[1:], *deployment_args(kustomization)]
     options = options_from_args(build_parser().parse_args(argv))
@@ -56,6 +56,9 @@ def test_the_deployment_arguments_parse_with_the_operator_parser(kustomization: 
     assert options.health_probe_bind_address.endswith(":8081")
     expected_namespace = "kubeflow" if kustomization.endswith("namespaced") else ""
     assert options.namespace == expected_namespace
+    assert options.webhook.port == 9443
+    external = kustomization.endswith("cert-manager")
+    assert options.webhook.cert_management == ("external" if external else "self")
 
 
 def test_an_unknown_flag_would_be_refused() -> None:
@@ -77,7 +80,7 @@ def test_the_image_is_slim_python_311_non_root_with_the_package_and_no_extras() 
     users = [a for word, a in steps if word == "USER"]
     assert users and users[-1] == "65532:65532"
     exposed = " ".join(a for word, a in steps if word == "EXPOSE").split()
-    assert sorted(exposed) == ["8080", "8081"]
+    assert sorted(exposed) == ["8080", "8081", "9443"]
 
 
 def test_the_build_context_sends_what_pip_needs() -> None:

@@ -1,11 +1,13 @@
-"""The operator's ClusterRole grants what the operator uses, and nothing else.
+"""The operator's roles grant what the operator uses, and nothing else.
 
 Two derivations, both from the operator itself: the resources its code declares (the REST
-resources in `trainop_core.operator.kube` plus one per enabled kind), and every request it really
-sends while running jobs of every kind to completion and TTL deletion, with leader election and
-gang scheduling on. That run is against the real kube-apiserver, with the manifests of `operator/`
-applied to it (`kubectl apply --server-side`) and the operator authenticated as their
-ServiceAccount, not as admin: a verb the role lacks is a 403 from the server, and a test fails.
+resources in `trainop_core.operator.kube` and the webhook certificates' in
+`trainop_core.operator.webhook.rotator`, plus one per enabled kind), and every request it really
+sends while running jobs of every kind to completion and TTL deletion, with leader election,
+gang scheduling and the admission webhooks (self-managed certificates) on. That run is against
+the real kube-apiserver, with the manifests of `operator/` applied to it (`kubectl apply
+--server-side`) and the operator authenticated as their ServiceAccount, not as admin: a verb the
+roles lack is a 403 from the server, and a test fails.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import time
 import pytest
 import yaml
 from builders import make_job
-from deploy_manifests import Manifest, find, kustomize
+from decorator_servers import free_port
+from deploy_manifests import Manifest, kustomize
 from k8s import K8s
 
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator import kube
+from trainop_core.operator.webhook import rotator
+from trainop_core.operator.webhook.options import WebhookOptions
 from trainop_core.testing.faultproxy import FaultProxy
 from trainop_core.testing.kubelet import Rule
 
@@ -29,10 +34,14 @@ Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 PLUGINS_SCHEDULER = "scheduler-plugins-scheduler"
 
 
+def roles() -> list[Manifest]:
+    return [m for m in kustomize("base") if m["kind"] in ("ClusterRole", "Role")]
+
+
 def granted() -> set[Grant]:
-    role = find(kustomize("base"), "ClusterRole")
     return {
         (group, resource, verb)
+        for role in roles()
         for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
@@ -42,7 +51,8 @@ def granted() -> set[Grant]:
 
 def declared_resources(registry: KindRegistry) -> set[tuple[str, str]]:
     """(group, plural) of every REST resource the operator's code can address."""
-    resources = {(r.group, r.plural) for r in vars(kube).values() if isinstance(r, kube.Resource)}
+    modules = (*vars(kube).values(), *vars(rotator).values())
+    resources = {(r.group, r.plural) for r in modules if isinstance(r, kube.Resource)}
     jobs = {("kubeflow.org", k.plural) for k in registry.kinds}
     statuses = {("kubeflow.org", f"{k.plural}/status") for k in registry.kinds}
     return resources | jobs | statuses
@@ -54,10 +64,22 @@ def test_the_role_names_exactly_the_resources_the_operator_code_declares() -> No
     assert in_role == declared_resources(registry)
 
 
-def test_the_role_has_no_wildcards_and_no_secrets() -> None:
+def test_the_roles_have_no_wildcards_and_name_the_secret_and_webhooks_they_may_touch() -> None:
     for group, resource, verb in granted():
         assert "*" not in (group, resource, verb)
-        assert resource not in ("secrets", "configmaps", "pods/exec", "roles", "rolebindings")
+        assert resource not in ("configmaps", "pods/exec", "roles", "rolebindings")
+    defaults = WebhookOptions()
+    by_name = {
+        "secrets": ("Role", [defaults.secret_name]),
+        "validatingwebhookconfigurations": ("ClusterRole", [defaults.validating_configuration]),
+        "mutatingwebhookconfigurations": ("ClusterRole", [defaults.mutating_configuration]),
+    }
+    for role in roles():
+        for rule in role["rules"]:
+            for resource in set(rule["resources"]) & set(by_name):
+                kind, names = by_name[resource]
+                assert (role["kind"], rule.get("resourceNames")) == (kind, names), resource
+                assert set(rule["verbs"]) == {"get", "update"}
 
 
 # --- the manifests on a real server ---------------------------------------------------------------
@@ -71,9 +93,14 @@ JOBS = {
 SERVICE_ACCOUNT = "training-operator"
 
 
-def manifests_for(overlay: str, namespace: str) -> list[Manifest]:
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+
+def manifests_for(overlay: str, namespace: str, webhook_port: int = 0) -> list[Manifest]:
     """`overlay`'s manifests moved from `kubeflow` into `namespace`; cluster-scoped RBAC objects
-    renamed after it, so every test has its own (the CRDs are the session's, unchanged)."""
+    and webhook configurations renamed after it, so every test has its own (the CRDs are the
+    session's, unchanged). The webhooks admit only jobs of `namespace`, calling the operator on
+    127.0.0.1:`webhook_port` (no port: failurePolicy Ignore, no operator serves them)."""
     moved = []
     for manifest in copy.deepcopy(kustomize(overlay)):
         meta = manifest["metadata"]
@@ -81,8 +108,14 @@ def manifests_for(overlay: str, namespace: str) -> list[Manifest]:
             meta["name"] = namespace
         elif meta.get("namespace") == "kubeflow":
             meta["namespace"] = namespace
-        if manifest["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+        if manifest["kind"] in ("ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS):
             meta["name"] = f"{namespace}-{meta['name']}"
+        if manifest["kind"] in WEBHOOK_KINDS:
+            _webhooks_for(manifest, namespace, webhook_port)
+        if manifest["kind"] == "ClusterRole":
+            for rule in manifest["rules"]:
+                if "resourceNames" in rule:
+                    rule["resourceNames"] = [f"{namespace}-{n}" for n in rule["resourceNames"]]
         if manifest["kind"] in ("ClusterRoleBinding", "RoleBinding"):
             for subject in manifest["subjects"]:
                 subject["namespace"] = namespace
@@ -90,6 +123,29 @@ def manifests_for(overlay: str, namespace: str) -> list[Manifest]:
                 manifest["roleRef"]["name"] = f"{namespace}-{manifest['roleRef']['name']}"
         moved.append(manifest)
     return moved
+
+
+def _webhooks_for(config: Manifest, namespace: str, port: int) -> None:
+    for hook in config["webhooks"]:
+        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+        if port:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}"}
+        else:
+            hook["failurePolicy"] = "Ignore"
+
+
+def operator_webhooks(namespace: str, port: int) -> WebhookOptions:
+    """The operator's webhook options for `manifests_for(..., namespace, port)`."""
+    defaults = WebhookOptions()
+    return WebhookOptions(
+        port=port,
+        host="127.0.0.1",
+        namespace=namespace,
+        host_names=("127.0.0.1",),
+        validating_configuration=f"{namespace}-{defaults.validating_configuration}",
+        mutating_configuration=f"{namespace}-{defaults.mutating_configuration}",
+    )
 
 
 def kubectl(k8s: K8s, *args: str, stdin: str | None = None) -> str:
@@ -143,7 +199,12 @@ def test_the_manifests_apply_to_a_real_server_and_grant_their_service_account(
     assert can("create", "pods", k8s.namespace) == "yes"
     assert can("update", "pytorchjobs", k8s.namespace, "--subresource=status") == "yes"
     assert can("update", "pytorchjobs", k8s.namespace) == "no"  # the spec is the user's
-    assert can("get", "secrets", k8s.namespace) == "no"
+    assert can("update", "secrets/training-operator-webhook-cert", k8s.namespace) == "yes"
+    assert can("get", "secrets/someone-elses", k8s.namespace) == "no"
+    assert can("list", "secrets", k8s.namespace) == "no"
+    validator = f"{k8s.namespace}-validator.training-operator.kubeflow.org"
+    assert can("update", f"validatingwebhookconfigurations/{validator}", "default") == "yes"
+    assert can("update", "validatingwebhookconfigurations/another", "default") == "no"
     elsewhere = "yes" if overlay.endswith("standalone") else "no"  # a Role stays in its namespace
     assert can("create", "pods", "kube-system") == elsewhere
 
@@ -151,15 +212,21 @@ def test_the_manifests_apply_to_a_real_server_and_grant_their_service_account(
 def test_every_request_of_a_running_operator_is_granted(
     k8s: K8s, k8s_proxy: FaultProxy, registry: KindRegistry
 ) -> None:
-    """Every kind to completion and TTL deletion, leader election and gang scheduling on, as the
-    manifests' ServiceAccount: the server refuses nothing, and nothing outside the role is sent."""
-    apply(k8s, manifests_for("overlays/standalone", k8s.namespace))
-    for kind, builder in JOBS.items():
-        job = builder.run_policy(ttlSecondsAfterFinished=0, cleanPodPolicy="All").build()
-        k8s.rest.create(k8s.job_path(registry.get(kind).plural), job)
+    """Every kind to completion and TTL deletion, leader election, gang scheduling and the
+    admission webhooks on, as the manifests' ServiceAccount: the server refuses nothing, and
+    nothing outside the roles is sent."""
+    port = free_port()
+    apply(k8s, manifests_for("overlays/standalone", k8s.namespace, port))
     k8s.kubelet.rules[:] = [Rule(run_seconds=0.2)]
-    options = {"gang_scheduler_name": PLUGINS_SCHEDULER, "leader_elect": True}
-    with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy, **options):
+    options = {"gang_scheduler_name": PLUGINS_SCHEDULER, "leader_elect": True,
+               "webhook": operator_webhooks(k8s.namespace, port)}  # fmt: skip
+    with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy, **options) as manager:
+        deadline = time.monotonic() + 60
+        while not manager.webhooks.ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for kind, builder in JOBS.items():  # admitted (and defaulted) by the operator's webhooks
+            job = builder.run_policy(ttlSecondsAfterFinished=0, cleanPodPolicy="All").build()
+            k8s.rest.create(k8s.job_path(registry.get(kind).plural), job)
         deadline = time.monotonic() + 120
         while job_count(k8s, registry) and time.monotonic() < deadline:
             time.sleep(0.2)  # finished, cleaned up, then deleted by TTL
@@ -172,7 +239,9 @@ def test_every_request_of_a_running_operator_is_granted(
     # The scenario really exercised the interesting paths (else this test proves little).
     for needed in [("", "pods", "create"), ("", "pods", "delete"), ("kubeflow.org", "tfjobs",
                    "delete"), ("coordination.k8s.io", "leases", "update"),
-                   ("scheduling.x-k8s.io", "podgroups", "create")]:  # fmt: skip
+                   ("scheduling.x-k8s.io", "podgroups", "create"), ("", "secrets", "update"),
+                   ("admissionregistration.k8s.io", "validatingwebhookconfigurations",
+                    "update")]:  # fmt: skip
         assert needed in used, needed
 
 

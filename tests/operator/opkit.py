@@ -25,6 +25,7 @@ from kubernetes import client
 from trainop_core.kinds.table import KindRegistry
 from trainop_core.operator.manager import Manager
 from trainop_core.operator.options import LeaseTimings, Options
+from trainop_core.operator.webhook.options import WebhookOptions
 from trainop_core.testing.controlplane import ControlPlane
 from trainop_core.testing.faultproxy import FaultProxy
 from trainop_core.testing.kubelet import Kubelet, Rule
@@ -229,6 +230,7 @@ def test_options(**overrides: Any) -> Options:
         watch_read_timeout=10,
         cache_sync_timeout=30,
         lease=LeaseTimings(3.0, 2.0, 0.3),
+        webhook=WebhookOptions(port=0),
     )
     base.update(overrides)
     return Options(**base)
@@ -312,6 +314,8 @@ def operator_process(
         "30",
         "--watch-read-timeout",
         "10",
+        "--webhook-server-port",
+        "0",
         *flags,
     ]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -3,7 +3,8 @@
 Kinds say it as data (`Kind.deprecated_fields`, `Kind.deprecation`); this module turns a
 defaulted job into the warnings, worded as upstream's webhook words them. `trainop validate`
 prints them, `TrainingClient.create` issues them as `AdmissionWarning`s (Python's warnings), and
-the operator records them as Warning events on the job, since there is no webhook to return them.
+the operator's validating webhook returns them to kubectl, and the controller also records them as
+Warning events on the job (a cluster may run without the webhook; an event stays visible).
 """
 
 from __future__ import annotations

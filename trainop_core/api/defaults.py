@@ -1,7 +1,9 @@
-"""Upstream's in-memory defaulting, applied to a copy: the stored job is never changed.
+"""Upstream's defaulting, applied to a copy: `apply_defaults` returns a new job.
 
-Upstream has no mutating webhook; its reconciler defaults a private copy on every pass, so
-`kubectl get -o yaml` never shows these values. We do the same: `apply_defaults` returns a new job.
+Upstream has no mutating webhook; its reconciler defaults a private copy on every pass. trainop's
+operator also serves a defaulting webhook (`operator.webhook.review.mutate`) that stores these
+values with the job; every other path (the controller, the CLI, the client) defaults a copy, so a
+job stored without the webhook runs the same.
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ GROUP = "kubeflow.org"
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_TIMEOUT = 0, 1, 2, 124
 
 
-def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str = "") -> None:
+def add_backend_options(
+    parser: argparse.ArgumentParser, *, namespace_help: str = "", decorators: bool = False
+) -> None:
     parser.add_argument(
         "--backend",
         default="local",
@@ -56,18 +58,33 @@ def add_backend_options(parser: argparse.ArgumentParser, *, namespace_help: str 
         or "the job's namespace (default: the backend's: default locally, the kubeconfig "
         "context's on Kubernetes)",
     )
+    if decorators:
+        parser.add_argument(
+            "--decorators",
+            default=None,
+            metavar="FILE",
+            help="with --backend local or ray: the decorator configuration its pods get "
+            "(DecoratorConfiguration YAML; default $TRAINOP_DECORATORS, else the installed "
+            "pod-decorator plugins); on Kubernetes the operator's --decorators decides",
+        )
 
 
 def make_client(args: argparse.Namespace) -> TrainingClient:
     """The client for the backend options of `args` (see `add_backend_options`)."""
     from trainop_core.client import TrainingClient
 
+    decorators = getattr(args, "decorators", None)
+    if decorators and args.backend == "kubernetes":
+        raise TerminalError(
+            "--decorators: on Kubernetes the operator decorates pods (its own --decorators)"
+        )
+    options = {"decorators": decorators} if decorators else {}
     if args.backend != "ray":
-        return TrainingClient(args.backend)
+        return TrainingClient(args.backend, **options)
     address = args.ray_address
     if address is None and getattr(args, "command", "") != "run":
         address = "auto"  # a Ray started here would end, and take the job with it, on exit
-    return TrainingClient("ray", address=address, files=args.ray_files)
+    return TrainingClient("ray", address=address, files=args.ray_files, **options)
 
 
 class _StderrHandler(logging.Handler):

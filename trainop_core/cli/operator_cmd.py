@@ -13,7 +13,8 @@ def register(subparsers: Any) -> None:
         "operator",
         help="run the Kubernetes operator (TFJob, PyTorchJob, MXJob, XGBoostJob controllers)",
         description="Run the training operator against the cluster of --kubeconfig (else "
-        "in-cluster). Upstream training-operator v1's flags.",
+        "in-cluster): the controllers, and the admission webhooks that validate and default "
+        "jobs (--webhook-*). Upstream training-operator v1's flags, and --decorators.",
     )
     add_flags(parser)
     parser.set_defaults(func=_run)

@@ -1,7 +1,9 @@
 """`trainop render FILE`: every object the operator would create for FILE's jobs on Kubernetes.
 
 Output is one `kind: List` (PodGroup first when gang scheduling is asked for, then pods, then
-services), exactly as the planner builds them on a job's first reconcile, defaults applied.
+services), exactly as the planner builds them on a job's first reconcile, defaults applied, and
+decorated as the operator decorates them: the decorator configuration of `--decorators` (default
+`$TRAINOP_DECORATORS`) runs its in-process decorators and calls its decorator servers.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import argparse
 import json
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
@@ -18,7 +20,8 @@ import yaml
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import utc_now
 from trainop_core.api.validation import prepare_all
-from trainop_core.errors import InvalidJobError, Problem
+from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
+from trainop_core.errors import InvalidJobError, Problem, TerminalError
 from trainop_core.kinds.base import Kind
 from trainop_core.planner import KubernetesAddressing, Observed, PlanOptions, plan
 
@@ -50,14 +53,25 @@ def _place(job: TrainingJob, kind: Kind, namespace: str | None) -> TrainingJob:
     return placed
 
 
+class DecorationRefused(TerminalError):
+    """A decorator server failed (failurePolicy Fail) or refused a job: nothing to render."""
+
+
 def render_objects(
     jobs: Sequence[tuple[Kind, TrainingJob]],
     *,
     namespace: str | None = None,
     gang_scheduler_name: str = "",
     cluster_domain: str = "",
+    decorators: DecoratorConfig | None = None,
+    warn: Callable[[str], None] = lambda message: None,
 ) -> dict[str, Any]:
-    """A `v1 List` of what a first reconcile creates for each job."""
+    """A `v1 List` of what a first reconcile creates for each job, decorated by `decorators`
+    (default: none). Raises DecorationRefused when a decorator server fails the job; `warn`
+    hears of every failure its policy ignores."""
+    from trainop_core.decorators.decoration import Decorators
+
+    built = Decorators.from_config(decorators or DecoratorConfig(entry_points=False))
     options = PlanOptions(gang_scheduler_name=gang_scheduler_name, cluster_domain=cluster_domain)
     # Show the pods even with Volcano, as they will be once the PodGroup is admitted.
     observed = Observed(pod_group_phase="Inqueue" if gang_scheduler_name else None)
@@ -65,7 +79,13 @@ def render_objects(
     for kind, job in jobs:
         placed = _place(job, kind, namespace)
         addressing = KubernetesAddressing(placed, kind, cluster_domain)
-        first = plan(placed, kind, observed, utc_now(), addressing, options)
+        first = plan(placed, kind, observed, utc_now(), addressing, options, built.in_process)
+        decorated = built.servers.decorate(placed, kind, first)
+        if decorated.failure:
+            raise DecorationRefused(f"{kind.kind} {placed.key}: {decorated.failure}")
+        for message in decorated.ignored:
+            warn(f"{kind.kind} {placed.key}: {message}")
+        first = decorated.plan
         items += [first.pod_group] if first.pod_group else []
         items += first.create_pods + first.create_services
     return {"apiVersion": "v1", "kind": "List", "items": items}
@@ -91,6 +111,7 @@ def _check_size(jobs: Sequence[tuple[Kind, TrainingJob]], origin: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        config = load_decorator_config(args.decorators)
         jobs = prepare_all(args.file)
         _check_size(jobs, str(args.file))
         objects = render_objects(
@@ -98,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             gang_scheduler_name=args.gang_scheduler_name,
             cluster_domain=args.cluster_domain,
+            decorators=config,
+            warn=lambda message: print(f"warning: {message}", file=sys.stderr),
         )
-    except InvalidJobError as err:
+    except (InvalidJobError, DecorationRefused) as err:
         print(str(err), file=sys.stderr)
         return 2
     sys.stdout.write(dump(objects, args.output))
@@ -122,5 +145,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--namespace", "-n", default=None, help="namespace for jobs that set none")
     parser.add_argument(
         "--cluster-domain", default="", help="CUSTOM_CLUSTER_DOMAIN appended to TF_CONFIG hosts"
+    )
+    parser.add_argument(
+        "--decorators",
+        default=None,
+        metavar="FILE",
+        help="decorator configuration (DecoratorConfiguration YAML; default $TRAINOP_DECORATORS, "
+        "else the installed pod-decorator plugins only)",
     )
     parser.set_defaults(func=run)

@@ -75,7 +75,7 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="stop the job (exit 124) if it has not finished after SECONDS",
     )
-    add_backend_options(parser, namespace_help="create the job in this namespace")
+    add_backend_options(parser, namespace_help="create the job in this namespace", decorators=True)
     parser.set_defaults(func=run)
 
 

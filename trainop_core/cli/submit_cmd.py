@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("file", type=Path, help="the job's YAML or JSON file")
-    add_backend_options(parser, namespace_help="create the job in this namespace")
+    add_backend_options(parser, namespace_help="create the job in this namespace", decorators=True)
     parser.set_defaults(func=run)
 
 

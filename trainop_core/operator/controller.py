@@ -18,6 +18,7 @@ from trainop_core.api.admission import EVENT_REASON, admission_warnings
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import MANAGED_BY_OPERATOR, utc_now
 from trainop_core.api.validation import prepare
+from trainop_core.decorators.decoration import Decorators
 from trainop_core.errors import InvalidJobError, TerminalError
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.table import KindRegistry
@@ -65,8 +66,10 @@ class JobController:
         expectations: Expectations,
         metrics: OperatorMetrics,
         options: PlanOptions,
+        decorators: Decorators | None = None,
     ) -> None:
         self.kind, self.registry, self.resource = kind, registry, resource
+        self.decorators = decorators
         self.jobs, self.caches, self.applier = jobs, caches, applier
         self.client, self.expectations, self.metrics = client, expectations, metrics
         self.plan_options = options
@@ -134,6 +137,7 @@ class JobController:
         model = self._prepare(job)
         self._record_admission_warnings(job, model)
         plan = self._plan(job, model)
+        plan = self._decorate(model, plan)
         return self._apply(key, job, plan)
 
     def _read_job(self, key: str) -> Obj | None:
@@ -181,8 +185,8 @@ class JobController:
         return model
 
     def _record_admission_warnings(self, job: Obj, model: TrainingJob) -> None:
-        """No webhook returned them to whoever created the job: record them on the job, once,
-        on its first reconcile (before any condition is written)."""
+        """Record them on the job, once, on its first reconcile (before any condition is
+        written): a cluster may run without the webhook that returns them to kubectl."""
         if (job.get("status") or {}).get("conditions"):
             return
         for warning in admission_warnings(model, self.kind):
@@ -199,9 +203,17 @@ class JobController:
             self.kind,
         )
         addressing = KubernetesAddressing(model, self.kind, self.plan_options.cluster_domain)
+        in_process = self.decorators.in_process if self.decorators else ()
         return make_plan(
-            model, self.kind, observed, utc_now(), addressing, options=self.plan_options
+            model, self.kind, observed, utc_now(), addressing, self.plan_options, in_process
         )
+
+    def _decorate(self, model: TrainingJob, plan: Plan) -> Plan:
+        """The decorator servers' changes to the pods the plan creates (calls only when it
+        creates pods whose answer is not cached: see `decorators.decoration`)."""
+        if self.decorators is None:
+            return plan
+        return self.decorators.servers.decorate(model, self.kind, plan).plan
 
     def _apply(self, key: str, job: Obj, plan: Plan) -> float | None:
         pod_group = self.caches.pod_groups.get(key) if self.caches.pod_groups else None
@@ -231,7 +243,8 @@ class JobController:
         return remember
 
     def _mark_invalid(self, job: Obj, exc: InvalidJobError) -> None:
-        """No webhook caught it: fail the job once, with the problems in the condition."""
+        """No webhook refused it (none registered, or it was down with Ignore): fail the job
+        once, with the problems in the condition."""
         conditions = (job.get("status") or {}).get("conditions") or []
         reason = f"{self.kind.kind}FailedValidation"
         if any(c.get("reason") == reason for c in conditions):

@@ -1,8 +1,11 @@
 """The manager: one API client, one shared informer per resource type, every enabled controller,
-leader election, /metrics, /healthz and /readyz — controller-runtime's Manager, in threads.
+leader election, the admission webhooks, /metrics, /healthz and /readyz — controller-runtime's
+Manager, in threads.
 
-Lifecycle of `run()`: serve probes and metrics -> start the informers (caches warm up even on a
-standby replica) -> wait until they have synced -> (with --leader-elect) wait for the Lease ->
+Lifecycle of `run()`: serve probes and metrics -> serve the admission webhooks (every replica,
+leader or not; /readyz is false until they serve with a certificate) -> start the informers
+(caches warm up even on a standby replica) -> wait until they have synced -> (with
+--leader-elect) wait for the Lease ->
 start the workers -> block until `shutdown()` or a signal, or until the Lease is lost. Losing
 the Lease fences the client (no further request leaves the process), stops the workers at once
 and makes `run()` return 1, so the process exits as controller-runtime's does and Kubernetes
@@ -17,10 +20,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.pytorch import INIT_IMAGE_OPTION, INIT_TRIES_OPTION
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator.controller import Caches, JobController
+from trainop_core.operator.decorating import operator_decorators
 from trainop_core.operator.effects import Applier, expectation_keys
 from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.health import PROMETHEUS, Endpoints, check_route
@@ -46,6 +51,7 @@ from trainop_core.operator.observe import (
 )
 from trainop_core.operator.options import Options
 from trainop_core.operator.recorder import EventRecorder
+from trainop_core.operator.webhook import Webhooks
 from trainop_core.planner.types import PlanOptions
 
 log = logging.getLogger(__name__)
@@ -124,10 +130,15 @@ class _ChildHandler:
 
 
 class Manager:
-    """Build with options (and optionally a ready ApiClient); `run()` blocks; `shutdown()` stops."""
+    """Build with options (and optionally a ready ApiClient and a decorator configuration, else
+    the one `--decorators` names); `run()` blocks; `shutdown()` stops."""
 
     def __init__(
-        self, options: Options, registry: KindRegistry | None = None, api_client: Any = None
+        self,
+        options: Options,
+        registry: KindRegistry | None = None,
+        api_client: Any = None,
+        decorators: DecoratorConfig | None = None,
     ) -> None:
         self.options = options
         self.registry = (registry or build_registry()).select(options.enable_schemes)
@@ -144,6 +155,8 @@ class Manager:
         self.recorder = EventRecorder(events_client, bucket=self.client.bucket)
         self.writers = ThreadPoolExecutor(WRITER_THREADS, thread_name_prefix="writer")
         self.identity = new_identity()
+        config = decorators or load_decorator_config(options.decorators or None)
+        self.decorators = operator_decorators(config, self.client, self.metrics)
         self.pod_group_resource = pod_group_resource(options.gang_scheduler_name)
         self.informers: dict[str, Informer] = {}
         self.controllers: dict[str, JobController] = {}
@@ -151,14 +164,13 @@ class Manager:
         self.elector = self._build_elector()
         self._workers_started = threading.Event()
         self.lost_leadership = False
+        self.webhooks = self._build_webhooks()
+        readiness = dict(caches=self.caches_synced, running=lambda: not self.stop.is_set())
+        if self.webhooks is not None:
+            readiness["webhooks"] = self.webhooks.ready
         self.probes = Endpoints(
             options.health_probe_bind_address,
-            {
-                "/healthz": check_route({"ping": lambda: True}),
-                "/readyz": check_route(
-                    {"caches": self.caches_synced, "running": lambda: not self.stop.is_set()}
-                ),
-            },
+            {"/healthz": check_route({"ping": lambda: True}), "/readyz": check_route(readiness)},
         )
         self.metrics_endpoint = Endpoints(
             options.metrics_bind_address, {"/metrics": self._metrics_route}
@@ -235,6 +247,7 @@ class Manager:
             self.expectations,
             self.metrics,
             plan_options,
+            self.decorators,
         )
         jobs.add_handler(_JobHandler(controller))
         return controller
@@ -258,6 +271,11 @@ class Manager:
             self.metrics,
         )
 
+    def _build_webhooks(self) -> Webhooks | None:
+        if not self.options.webhook.port:
+            return None
+        return Webhooks(self.options.webhook, self.registry, self.client, self.metrics.registry)
+
     # --- running -------------------------------------------------------------------------------
     def run(self) -> int:
         """Block until stopped; 0 after `shutdown()`, 1 on a startup failure or a lost lease."""
@@ -269,6 +287,8 @@ class Manager:
     def _run(self) -> int:
         self.probes.start()
         self.metrics_endpoint.start()
+        if self.webhooks is not None:
+            self.webhooks.start(self.stop)
         if not self._pod_group_crd_present():
             return 1
         for informer in self.informers.values():
@@ -333,6 +353,8 @@ class Manager:
             informer.interrupt()
         self.probes.stop()
         self.metrics_endpoint.stop()
+        if self.webhooks is not None:
+            self.webhooks.stop()
 
     # --- probes and metrics ------------------------------------------------------------------
     def caches_synced(self) -> bool:

@@ -284,6 +284,23 @@ class OperatorMetrics:
         self.leader = r.gauge(
             "leader_election_master_status", "1 while this process holds the lease", ("name",)
         )
+        self._decorator_metrics(r)
+
+    def _decorator_metrics(self, r: Registry) -> None:
+        server = ("server",)
+        self.decorator_requests = r.counter(
+            "trainop_decorator_requests_total", "Calls to each decorator server", server
+        )
+        self.decorator_latency = r.histogram(
+            "trainop_decorator_request_duration_seconds",
+            "Seconds from sending a decoration review to its answer (or its failure)",
+            server,
+        )
+        self.decorator_failures = r.counter(
+            "trainop_decorator_failures_total",
+            "Decorator answers that could not be used, or refusals, by reason",
+            ("server", "reason"),
+        )
 
     def _controller_metrics(self, r: Registry) -> None:
         self.reconcile_total = r.counter(

@@ -11,6 +11,12 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
+from trainop_core.operator.webhook.options import (
+    WebhookOptions,
+    add_webhook_flags,
+    webhook_options_from_args,
+)
+
 DEFAULT_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -49,6 +55,8 @@ class Options:
     cache_sync_timeout: float = 120.0
     pytorch_init_container_image: str = "alpine:3.10"
     pytorch_init_container_max_tries: int = 100
+    decorators: str = ""  # a DecoratorConfiguration file; "" = $TRAINOP_DECORATORS, else plugins
+    webhook: WebhookOptions = field(default_factory=WebhookOptions)  # port 0: no webhooks
 
     def lease_namespace(self) -> str:
         """--leader-election-namespace, else the operator's own namespace, else "default"."""
@@ -128,7 +136,16 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=100,
         help="DNS lookups the PyTorch init container tries before giving up",
     )
+    add(
+        "--decorators",
+        default="",
+        metavar="FILE",
+        help="decorator configuration: in-process decorators and decorator servers for every "
+        "pod (DecoratorConfiguration YAML; default $TRAINOP_DECORATORS, else the installed "
+        "pod-decorator plugins only)",
+    )
     add("--log-level", default=os.environ.get("TRAINOP_LOG_LEVEL", "INFO"))
+    add_webhook_flags(parser)
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
@@ -160,4 +177,6 @@ def options_from_args(args: argparse.Namespace) -> Options:
         watch_read_timeout=args.watch_read_timeout,
         pytorch_init_container_image=args.pytorch_init_container_image,
         pytorch_init_container_max_tries=args.pytorch_init_container_max_tries,
+        decorators=args.decorators,
+        webhook=webhook_options_from_args(args),
     )

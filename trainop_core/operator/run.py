@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
 
+from trainop_core.decorators.config import load_decorator_config
+from trainop_core.errors import InvalidJobError
 from trainop_core.kinds.table import build_registry
 from trainop_core.operator.options import add_flags, options_from_args
 
@@ -26,13 +28,17 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         options = options_from_args(args)
         registry = build_registry().select(options.enable_schemes)
+        decorators = load_decorator_config(options.decorators or None)
     except ValueError as exc:
         print(f"trainop operator: {exc}", file=sys.stderr)
+        return 2
+    except InvalidJobError as exc:  # the decorator configuration, every problem
+        print(f"trainop operator: --decorators: {exc}", file=sys.stderr)
         return 2
     from trainop_core.operator.manager import Manager  # the informers etc.: only when running
 
     try:
-        manager = Manager(options, registry)
+        manager = Manager(options, registry, decorators=decorators)
     except Exception as exc:  # e.g. no kubeconfig: report, don't trace
         print(f"trainop operator: cannot start: {exc}", file=sys.stderr)
         return 1

@@ -51,15 +51,18 @@ def is_finished_wire(status: Mapping[str, Any]) -> bool:
     return any(c.get("type") in endings and c.get("status") == TRUE.value for c in conditions)
 
 
-def failed_status(status: Mapping[str, Any], kind: str, message: str) -> dict[str, Any]:
-    """`status` (wire form) with condition Failed (reason `<Kind>Failed`, `message`),
+def failed_status(
+    status: Mapping[str, Any], kind: str, message: str, suffix: str = "Failed"
+) -> dict[str, Any]:
+    """`status` (wire form) with condition Failed (reason `<Kind><suffix>`, `message`),
     completionTime set and active replicas counted as failed; unchanged if it had already failed.
 
-    For the one failure a backend records itself, not the planner: a job stopped by its user (or
-    one that cannot be placed), which no planner input expresses."""
+    For the failures a backend records itself, not the planner: a job stopped by its user (or
+    one that cannot be placed, or refused by a decorator server), which no planner input
+    expresses."""
     model = JobStatus.model_validate(status)
     now = utc_now()
-    if not set_condition(model, ConditionType.FAILED, TRUE, f"{kind}Failed", message, now):
+    if not set_condition(model, ConditionType.FAILED, TRUE, f"{kind}{suffix}", message, now):
         return dict(status)
     model.completion_time = model.completion_time or now
     for replica in model.replica_statuses.values():

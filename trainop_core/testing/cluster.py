@@ -105,8 +105,12 @@ def _serve(
 def _start_operator(cp: ControlPlane, registry: Any) -> tuple[Any, threading.Thread]:
     from trainop_core.operator.manager import Manager
     from trainop_core.operator.options import Options
+    from trainop_core.operator.webhook.options import WebhookOptions
 
-    options = Options(metrics_bind_address="0", health_probe_bind_address="0")
+    # No webhook server: this cluster registers no webhook configuration that would call it.
+    options = Options(
+        metrics_bind_address="0", health_probe_bind_address="0", webhook=WebhookOptions(port=0)
+    )
     manager = Manager(options, registry, api_client=cp.api_client())
     thread = threading.Thread(target=manager.run, name="operator", daemon=True)
     thread.start()

@@ -39,6 +39,7 @@ from trainop_core.backends.local.state import (
 )
 from trainop_core.backends.local.status import failed_status, is_finished
 from trainop_core.backends.process.podspec import local_warnings, runnable_problems
+from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
 from trainop_core.errors import (
     AlreadyExistsError,
     DamagedJobError,
@@ -58,13 +59,20 @@ STOP_TIMEOUT_SECONDS = 60.0
 
 class LocalBackend:
     """Jobs as process trees on this machine, state under `home` (default `$TRAINOP_HOME` or
-    `~/.trainop`)."""
+    `~/.trainop`). `decorators`: the decorator configuration (a file or a model; default
+    `$TRAINOP_DECORATORS`, else the installed plugins); each job keeps the one it was created
+    with, so a restarted supervisor decorates its pods the same way."""
 
     name = "local"
 
-    def __init__(self, home: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        home: str | Path | None = None,
+        decorators: DecoratorConfig | str | Path | None = None,
+    ) -> None:
         self.root = StateRoot(Path(home).expanduser() if home is not None else None)
         self._leases = Leases()  # creators' holds on their jobs' state (see `leases`)
+        self.decorators = load_decorator_config(decorators)
 
     # --- JobStore -------------------------------------------------------------------------------
     def create(self, job: TrainingJob, kind: Kind, *, workdir: Path | None = None) -> TrainingJob:
@@ -193,7 +201,12 @@ class LocalBackend:
             ports = allocate_ports(self.root, replica_ids(job, kind))
             tmp = JobDir(Path(tempfile.mkdtemp(prefix=f".{job.name}.", dir=space)))
             try:
-                _write_new_job(tmp, wire, {"workdir": str(workdir), "ports": ports})
+                local = {
+                    "workdir": str(workdir),
+                    "ports": ports,
+                    "decorators": self.decorators.to_dict(),
+                }
+                _write_new_job(tmp, wire, local)
                 stored = kind.job_model.model_validate(wire)
                 os.rename(tmp.path, final.path)
             except OSError as exc:

@@ -49,8 +49,10 @@ from trainop_core.backends.local.state import (
 from trainop_core.backends.local.status import failed_status, is_finished
 from trainop_core.backends.process.kubelet import LocalPod, stop_pods
 from trainop_core.backends.process.podspec import base_env, launch_spec
+from trainop_core.decorators.config import load_decorator_config
+from trainop_core.decorators.decoration import Decorators
 from trainop_core.errors import NotFoundError
-from trainop_core.planner.types import Observed, Plan
+from trainop_core.planner.types import Observed, Plan, PlanOptions
 
 SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises
 HELD_POLL_SECONDS = 0.05  # how often a TTL deletion held up by a follower looks again
@@ -72,6 +74,8 @@ class Supervisor:
         self.addressing = LocalAddressing(local["ports"])
         data = job_dir.read_job()
         self.kind = default_registry().get(data["kind"])
+        # The configuration the job was created with (none recorded: the plugins only).
+        self.decorators = Decorators.from_config(load_decorator_config(local.get("decorators", {})))
         self.env = base_env(os.environ)
         self.pods: dict[str, LocalPod] = {}
         self.stop_signal = 0
@@ -121,7 +125,11 @@ class Supervisor:
             pod.poll(now)
         job = self._load_job()
         observed = Observed(pods=tuple(p.observed() for p in self.pods.values()))
-        plan = self._plan(job, self.kind, observed, datetime.now(timezone.utc), self.addressing)
+        clock, options = datetime.now(timezone.utc), PlanOptions()
+        plan = self._plan(
+            job, self.kind, observed, clock, self.addressing, options, self.decorators.in_process
+        )
+        plan = self.decorators.servers.decorate(job, self.kind, plan).plan
         return plan, self._apply(plan)
 
     def _apply(self, plan: Plan) -> bool:

@@ -38,6 +38,7 @@ from trainop_core.backends.process.podspec import local_warnings, runnable_probl
 from trainop_core.backends.ray.files import UploadLimits, ship, store, unshipped_commands, walk
 from trainop_core.backends.ray.placement import Placement, extra_runtime_env, placement_for
 from trainop_core.backends.ray.supervisor import remote_class
+from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
 from trainop_core.errors import (
     AlreadyExistsError,
     InvalidJobError,
@@ -71,7 +72,8 @@ class RayBackend:
     directory; a Ray Tune search uploads the template's directory once, on the driver, that way.
     `upload_limits`: how much a shipped directory may hold (default: `UploadLimits.from_env()`).
     `init_options` go to `ray.init` when this backend connects (e.g. `num_cpus` for a local
-    Ray, `runtime_env`)."""
+    Ray, `runtime_env`). `decorators`: the decorator configuration (a file or a model; default
+    `$TRAINOP_DECORATORS`, else the installed plugins), handed to each job's supervisor."""
 
     name = "ray"
 
@@ -83,6 +85,7 @@ class RayBackend:
         working_dir: str | None = None,
         upload_limits: UploadLimits | None = None,
         init_options: Mapping[str, Any] | None = None,
+        decorators: DecoratorConfig | str | Path | None = None,
     ) -> None:
         if files not in FILES_MODES:
             raise TrainopError(f"files={files!r}: expected one of {', '.join(FILES_MODES)}")
@@ -90,6 +93,7 @@ class RayBackend:
         self.working_dir = working_dir
         self.upload_limits = upload_limits or UploadLimits.from_env()
         self.address = address
+        self.decorators = load_decorator_config(decorators)
         connect(address, init_options or {})
         self._supervisor_class = remote_class()
 
@@ -238,7 +242,7 @@ class RayBackend:
                 resources={"node:__internal_head__": 0.001},
                 scheduling_strategy="DEFAULT",  # never inside a caller's placement group
                 runtime_env=runtime_env or None,
-            ).remote(wire, placement, shared)
+            ).remote(wire, placement, shared, self.decorators.to_dict())
         except ActorAlreadyExistsError:  # created meanwhile by another driver
             raise _already_exists(job, kind) from None
         try:

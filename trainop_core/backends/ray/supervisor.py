@@ -35,7 +35,7 @@ from trainop_core.backends.ray.gang import Gang, PlacementInterrupted, Placement
 from trainop_core.backends.ray.journal import Journal
 from trainop_core.backends.ray.placement import Placement
 from trainop_core.planner.conditions import failed_status, is_finished_wire
-from trainop_core.planner.types import Observed, ObservedPod, Plan
+from trainop_core.planner.types import Observed, ObservedPod, Plan, PlanOptions
 
 ADDRESSES_ANNOTATION = "ray.trainop.dev/addresses"  # replica=ip:port,... once placed
 MAX_ROUNDS_AT_ONCE = 10
@@ -47,12 +47,22 @@ SLICE_SECONDS = 0.1
 class Supervisor:
     """The actor class (made remote by `remote_class`). `job` is the wire form, defaulted and
     validated by the driver; `workdir` is where replicas start on a shared filesystem (None: the
-    job's files unpacked from its runtime env's working_dir)."""
+    job's files unpacked from its runtime env's working_dir); `decorators` the driver's decorator
+    configuration (wire form)."""
 
-    def __init__(self, job: dict[str, Any], placement: Placement, workdir: str | None) -> None:
+    def __init__(
+        self,
+        job: dict[str, Any],
+        placement: Placement,
+        workdir: str | None,
+        decorators: dict[str, Any] | None = None,
+    ) -> None:
         from trainop_core.api.load import default_registry
+        from trainop_core.decorators.config import load_decorator_config
+        from trainop_core.decorators.decoration import Decorators
         from trainop_core.planner import plan
 
+        self.decorators = Decorators.from_config(load_decorator_config(decorators or {}))
         self.kind = default_registry().get(job["kind"])
         self.wire = job
         self.key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
@@ -186,8 +196,10 @@ class Supervisor:
         pods = tuple(s.pod for s in self.gang.slots.values() if s.pod is not None)
         placed = self.gang.placed
         addressing = RayAddressing(self.gang.endpoints()) if placed else UnplacedAddressing()
-        now = datetime.now(timezone.utc)
-        return self._plan(self._job(), self.kind, Observed(pods=pods), now, addressing)
+        job, observed, now = self._job(), Observed(pods=pods), datetime.now(timezone.utc)
+        decorators = self.decorators.in_process
+        plan = self._plan(job, self.kind, observed, now, addressing, PlanOptions(), decorators)
+        return self.decorators.servers.decorate(job, self.kind, plan).plan
 
     # --- applying a plan -------------------------------------------------------------------------
     def _apply(self, plan: Plan) -> bool:

@@ -1,9 +1,11 @@
-"""Pod decorators: site-specific changes applied to every pod after the kind's own (and gang's).
+"""In-process pod decorators: site-specific changes applied to every pod after the kind's own
+(and gang's), inside the pure planner.
 
 A decorator is a plain callable that edits a pod manifest in place: add a sidecar, node selectors,
-tolerations, a volume. The list is built by `build_pod_decorators` and handed to the planner as an
-argument — there is no global registry. Third parties may ship one through the
-`trainop.pod_decorators` entry-point group (each entry point resolves to a decorator).
+tolerations, env vars. The list is built by `build_pod_decorators` (or from a configuration by
+`trainop_core.decorators.config`) and handed to the planner as an argument — there is no global
+registry. Third parties may ship one through the `trainop.pod_decorators` entry-point group (each
+entry point resolves to a decorator).
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from importlib.metadata import entry_points as installed_entry_points
 from typing import Any, Protocol
 
 from trainop_core.api.job import TrainingJob
-
-__all__ = ["NodeSelector", "PodDecorator", "Sidecar", "Tolerations", "build_pod_decorators"]
 
 ENTRY_POINT_GROUP = "trainop.pod_decorators"
 
@@ -72,7 +72,25 @@ class Sidecar:
             containers.append(copy.deepcopy(self.container))
 
 
-def _plugin_decorators() -> list[PodDecorator]:
+class Env:
+    """Add env vars to every container (init containers too) that does not set them already:
+    a job's own value, and the env contract that wires its replicas together, always win."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = {str(k): str(v) for k, v in env.items()}
+
+    def __call__(self, job: TrainingJob, rtype: str, index: int, pod: dict[str, Any]) -> None:
+        spec = _pod_spec(pod)
+        for key in ("initContainers", "containers"):
+            for container in spec.get(key) or []:
+                entries = container.setdefault("env", [])
+                present = {e.get("name") for e in entries}
+                entries += [{"name": k, "value": v} for k, v in self.env.items()
+                            if k not in present]  # fmt: skip
+
+
+def plugin_decorators() -> list[PodDecorator]:
+    """Every decorator installed through the `trainop.pod_decorators` entry-point group."""
     found: list[PodDecorator] = []
     for point in installed_entry_points(group=ENTRY_POINT_GROUP):
         loaded = point.load()
@@ -86,5 +104,5 @@ def build_pod_decorators(
     *, entry_points: bool = True, extra: Sequence[PodDecorator] = ()
 ) -> tuple[PodDecorator, ...]:
     """A fresh, ordered tuple: installed plugins first, then `extra`, applied in that order."""
-    plugins = _plugin_decorators() if entry_points else []
+    plugins = plugin_decorators() if entry_points else []
     return (*plugins, *extra)

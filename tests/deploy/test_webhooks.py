@@ -1,0 +1,77 @@
+"""operator/'s webhook configurations match the operator's code: one webhook per kind at the
+server's paths, behind the Service's port 443 and the container's webhook port, with the Secret
+and configuration names the operator's flags default to; and the cert-manager overlay serves
+what cert-manager writes."""
+
+from __future__ import annotations
+
+import pytest
+from deploy_manifests import find, kustomize
+
+from trainop_core.kinds.table import build_registry
+from trainop_core.operator.webhook.options import WebhookOptions
+from trainop_core.operator.webhook.server import webhook_paths
+
+CONFIGURATIONS = {
+    "ValidatingWebhookConfiguration": ("validator", 0),
+    "MutatingWebhookConfiguration": ("defaulter", 1),
+}
+
+
+@pytest.mark.parametrize("kind", list(CONFIGURATIONS))
+def test_one_webhook_per_kind_at_the_servers_path(kind: str) -> None:
+    prefix, which = CONFIGURATIONS[kind]
+    defaults = WebhookOptions()
+    config = find(kustomize("overlays/standalone"), kind)
+    name = defaults.validating_configuration if which == 0 else defaults.mutating_configuration
+    assert config["metadata"]["name"] == name
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    registry = build_registry(entry_points=False)
+    assert set(hooks) == {f"{prefix}.{k.kind.lower()}.training-operator.kubeflow.org"
+                          for k in registry.kinds}  # fmt: skip
+    for job_kind in registry.kinds:
+        hook = hooks[f"{prefix}.{job_kind.kind.lower()}.training-operator.kubeflow.org"]
+        service = hook["clientConfig"]["service"]
+        assert service == {"name": defaults.service_name, "namespace": "kubeflow", "port": 443,
+                           "path": webhook_paths(job_kind)[which]}  # fmt: skip
+        (rule,) = hook["rules"]
+        assert rule["resources"] == [job_kind.plural]  # never the status subresource
+        assert rule["operations"] == ["CREATE", "UPDATE"]
+        assert (hook["failurePolicy"], hook["sideEffects"]) == ("Fail", "None")
+
+
+def test_the_service_reaches_the_containers_webhook_port_and_the_secret_is_the_flags() -> None:
+    manifests = kustomize("overlays/standalone")
+    (port,) = [p for p in find(manifests, "Service")["spec"]["ports"] if p["port"] == 443]
+    container = find(manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[port["targetPort"]] == WebhookOptions().port == 9443
+    secret = find(manifests, "Secret")
+    assert secret["metadata"] == {
+        "name": WebhookOptions().secret_name,
+        "namespace": "kubeflow",
+        "labels": secret["metadata"]["labels"],
+    }
+    assert "data" not in secret  # the operator fills it
+
+
+def test_the_cert_manager_overlay_mounts_the_certificate_the_operator_serves() -> None:
+    manifests = kustomize("overlays/cert-manager")
+    assert not [m for m in manifests if m["kind"] == "Secret"]  # cert-manager writes it
+    certificate = find(manifests, "Certificate")
+    hosts = WebhookOptions(namespace="kubeflow").serving_hosts()
+    assert certificate["spec"]["dnsNames"] == list(hosts)
+    assert certificate["spec"]["issuerRef"]["name"] == find(manifests, "Issuer")["metadata"]["name"]
+    secret_name = certificate["spec"]["secretName"]
+    pod = find(manifests, "Deployment")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v.get("secret")]
+    assert volume["secret"]["secretName"] == secret_name
+    container = pod["containers"][0]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert f"--webhook-cert-dir={mount['mountPath']}" in (container["args"])
+    for kind in CONFIGURATIONS:
+        annotations = find(manifests, kind)["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"kubeflow/{secret_name}"
+    rbac = {(m["kind"], m["metadata"]["name"]) for m in manifests if "Role" in m["kind"]}
+    assert rbac == {("ClusterRole", "training-operator"),
+                    ("ClusterRoleBinding", "training-operator")}  # fmt: skip

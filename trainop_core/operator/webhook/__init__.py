@@ -1,0 +1,63 @@
+"""Admission webhooks served by `trainop operator` (validating and defaulting, every enabled kind)
+with their certificates: `Webhooks` wires the server (`server`), the reviews (`review`), the
+certificates (`rotator`, `certs`) and the flags (`options`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from trainop_core.api.load import KindLookup
+from trainop_core.operator.kube import KubeClient
+from trainop_core.operator.metrics import Registry
+from trainop_core.operator.webhook.options import WebhookOptions
+from trainop_core.operator.webhook.rotator import MUTATING, VALIDATING, External, SelfManaged
+from trainop_core.operator.webhook.server import WebhookServer, webhook_paths
+
+__all__ = ["WebhookOptions", "WebhookServer", "Webhooks", "webhook_paths"]
+
+
+class Webhooks:
+    """The webhook server and its certificate loop; `start` binds nothing twice, `ready` is what
+    /readyz asks (serving with a certificate)."""
+
+    def __init__(
+        self,
+        options: WebhookOptions,
+        registry: KindLookup,
+        client: KubeClient,
+        metrics: Registry | None = None,
+    ) -> None:
+        self.options = options
+        self.server = WebhookServer(options.host, options.port, registry, metrics)
+        serve = self.server.use_certificate
+        self.certificates: SelfManaged | External
+        if options.cert_management == "external":
+            self.certificates = External(options.cert_dir, serve, options.check_period)
+        else:
+            self.certificates = SelfManaged(
+                client,
+                options.own_namespace(),
+                options.secret_name,
+                options.serving_hosts(),
+                (
+                    (VALIDATING, options.validating_configuration),
+                    (MUTATING, options.mutating_configuration),
+                ),
+                options.validity,
+                serve,
+                options.check_period,
+            )
+
+    def start(self, stop: threading.Event) -> None:
+        """Serve (connections wait for a certificate) and start the certificate loop."""
+        self.server.start()
+        threading.Thread(
+            target=self.certificates.run, args=(stop,), name="webhook-certs", daemon=True
+        ).start()
+
+    def ready(self) -> bool:
+        return self.server.serving and self.certificates.ready.is_set()
+
+    def stop(self) -> None:
+        self.server.stop()

@@ -1,0 +1,168 @@
+"""Admission reviews (admission.k8s.io/v1) for the training jobs: pure functions from a request
+to a response, on the same read → default → validate path as `trainop validate` and the
+controller (`trainop_core.api.validation.prepare`).
+
+- validating (CREATE, UPDATE): every problem at once, each with its field path, in a 422
+  `Invalid` status; upstream's webhook warnings (deprecated fields) as AdmissionReview warnings;
+  on UPDATE `spec.runPolicy.managedBy` may not change, for every kind (two of upstream's
+  webhooks compare the new object with itself and miss it: docs/upstream-differences.md). A job
+  being deleted is let through, so an invalid job stored before the webhook existed can still
+  be deleted.
+- mutating ("defaulting", CREATE, UPDATE): a JSON Patch that writes the defaults into the stored
+  spec (upstream has none: its defaults stay in the reconciler's memory). The patch turns the
+  spec into the defaulted model's, so besides the defaults it may drop a null field or spell a
+  replica type the kind's way (worker -> Worker). A job that cannot even be read gets no patch;
+  the validating webhook then refuses it with every problem.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from trainop_core.api.admission import admission_warnings
+from trainop_core.api.defaults import apply_defaults
+from trainop_core.api.load import KindLookup, parse_job
+from trainop_core.api.reader import check_tree
+from trainop_core.api.validation import prepare
+from trainop_core.errors import InvalidJobError, Problem
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+CHECKED = ("CREATE", "UPDATE")
+MAX_WARNING = 256  # characters; kube-apiserver truncates longer ones
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview request (HTTP 400)."""
+
+
+def request_of(body: Any) -> dict[str, Any]:
+    """The `request` of an AdmissionReview body; BadReview if there is none."""
+    if not isinstance(body, Mapping) or body.get("kind") != KIND:
+        raise BadReview(f"expected an {API_VERSION} {KIND}")
+    request = body.get("request")
+    if not isinstance(request, Mapping) or not isinstance(request.get("uid"), str):
+        raise BadReview("the AdmissionReview has no request with a uid")
+    return dict(request)
+
+
+def validate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
+    """The validating webhook's response to `request`."""
+    job = _object(request)
+    if request.get("operation") not in CHECKED or _being_deleted(job):
+        return _response(request, True)
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    try:
+        kind, model = prepare(job, registry=registry)
+        warnings = [str(w)[:MAX_WARNING] for w in admission_warnings(model, kind)]
+    except InvalidJobError as err:
+        problems = list(err.problems)
+    if request.get("operation") == "UPDATE":
+        problems += _managed_by_changed(request.get("oldObject"), job)
+    if problems:
+        return _response(request, False, status=_invalid(request, job, problems))
+    return _response(request, True, warnings=warnings)
+
+
+def mutate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
+    """The defaulting webhook's response to `request`: the defaults as a JSON Patch."""
+    import jsonpatch
+
+    job = _object(request)
+    if request.get("operation") not in CHECKED or _being_deleted(job):
+        return _response(request, True)
+    try:
+        check_tree(job)  # the same bounds as any job source, before anything else reads it
+        parsed = parse_job(job, registry)
+    except InvalidJobError:
+        return _response(request, True)
+    defaulted = apply_defaults(parsed, registry.get(parsed.kind))
+    # From the spec as sent to the defaulted model's: the defaults, and the model's canonical
+    # form of the same values (a null field left out, `runPolicy: {}` where there was none).
+    before, after = job["spec"], defaulted.to_dict()["spec"]
+    ops = [_under_spec(op) for op in jsonpatch.make_patch(before, after).patch]
+    return _response(request, True, patch=ops)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def _object(request: Mapping[str, Any]) -> Any:
+    """The request's object, with the request's namespace when it names none."""
+    job = request.get("object")
+    if isinstance(job, Mapping) and isinstance(job.get("metadata"), Mapping):
+        meta = dict(job["metadata"])
+        if not meta.get("namespace") and isinstance(request.get("namespace"), str):
+            meta["namespace"] = request["namespace"]
+        return {**job, "metadata": meta}
+    return job
+
+
+def _being_deleted(job: Any) -> bool:
+    meta = job.get("metadata") if isinstance(job, Mapping) else None
+    return isinstance(meta, Mapping) and bool(meta.get("deletionTimestamp"))
+
+
+def _managed_by_changed(old: Any, new: Any) -> list[Problem]:
+    before, after = _managed_by(old), _managed_by(new)
+    if before == after:
+        return []
+    message = f"field is immutable (was {json.dumps(before)}, now {json.dumps(after)})"
+    return [Problem("spec.runPolicy.managedBy", message)]
+
+
+def _managed_by(job: Any) -> Any:
+    spec = job.get("spec") if isinstance(job, Mapping) else None
+    policy = spec.get("runPolicy") if isinstance(spec, Mapping) else None
+    return policy.get("managedBy") if isinstance(policy, Mapping) else None
+
+
+def _under_spec(op: dict[str, Any]) -> dict[str, Any]:
+    moved = {**op, "path": "/spec" + op["path"]}
+    if "from" in op:
+        moved["from"] = "/spec" + op["from"]
+    return moved
+
+
+def _invalid(request: Mapping[str, Any], job: Any, problems: list[Problem]) -> dict[str, Any]:
+    """A 422 Invalid status, worded as the API server words its own validation errors."""
+    kind = request.get("kind") or {}
+    meta = job.get("metadata") if isinstance(job, Mapping) else None
+    name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
+    what = f'{kind.get("kind", "job")}.{kind.get("group", "kubeflow.org")} "{name}"'
+    return {
+        "status": "Failure",
+        "code": 422,
+        "reason": "Invalid",
+        "message": f"{what} is invalid: " + "; ".join(str(p) for p in problems),
+        "details": {
+            "name": name,
+            "group": kind.get("group", ""),
+            "kind": kind.get("kind", ""),
+            "causes": [
+                {"reason": "FieldValueInvalid", "field": p.path, "message": p.message}
+                for p in problems
+            ],
+        },
+    }
+
+
+def _response(
+    request: Mapping[str, Any],
+    allowed: bool,
+    *,
+    status: dict[str, Any] | None = None,
+    warnings: list[str] | None = None,
+    patch: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": request["uid"], "allowed": allowed}
+    if status is not None:
+        response["status"] = status
+    if warnings:
+        response["warnings"] = warnings
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}

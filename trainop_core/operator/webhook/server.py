@@ -1,0 +1,205 @@
+"""The HTTPS server the API server calls for admission: `POST /validate-kubeflow-org-v1-<kind>`
+and `POST /mutate-kubeflow-org-v1-<kind>` (kubebuilder's paths, upstream's) for every enabled
+kind, on a port of its own (default 9443).
+
+Its certificate can be replaced while it serves (`use_certificate`: renewal); each connection is
+handshaken in its own thread with the certificate current at that moment. Requests are bounded:
+a body of at most MAX_BODY_BYTES, read within READ_TIMEOUT. An unexpected error answers 500, so
+the API server applies the webhook's failurePolicy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from trainop_core.api.load import KindLookup
+from trainop_core.kinds.base import Kind
+from trainop_core.operator.metrics import Registry
+from trainop_core.operator.webhook.review import mutate, request_of, validate
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 8 * 1024 * 1024  # an UPDATE carries the object twice; each is at most 3 MiB
+READ_TIMEOUT = 10.0  # seconds a connection may take to send what it owes (and stay idle)
+Review = Callable[[Mapping[str, Any], KindLookup], dict[str, Any]]
+
+
+def webhook_paths(kind: Kind) -> tuple[str, str]:
+    """(validating, mutating) path of `kind`'s webhooks."""
+    suffix = f"kubeflow-org-v1-{kind.kind.lower()}"
+    return f"/validate-{suffix}", f"/mutate-{suffix}"
+
+
+class WebhookServer:
+    """Serves the admission webhooks of `registry`'s kinds on `host:port` (0: any free port)."""
+
+    def __init__(
+        self, host: str, port: int, registry: KindLookup, metrics: Registry | None = None
+    ) -> None:
+        self.registry = registry
+        self.routes: dict[str, tuple[str, Review]] = {}
+        for kind in registry.kinds:
+            validating, mutating = webhook_paths(kind)
+            self.routes[validating] = (f"validate-{kind.kind.lower()}", validate)
+            self.routes[mutating] = (f"mutate-{kind.kind.lower()}", mutate)
+        self._context: ssl.SSLContext | None = None
+        self._lock = threading.Lock()
+        self._started = False
+        self._metrics = _Metrics(metrics) if metrics is not None else None
+        self._server = _TLSServer((host, port), _handler(self), self)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def serving(self) -> bool:
+        """Listening, with a certificate (what /readyz waits for)."""
+        with self._lock:
+            return self._started and self._context is not None
+
+    def use_certificate(self, cert_pem: bytes, key_pem: bytes) -> None:
+        """Serve this certificate (chain) and key from the next connection on."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        with tempfile.TemporaryDirectory() as tmp:  # the ssl module loads keys from files only
+            cert_file, key_file = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
+            _write_private(cert_file, cert_pem)
+            _write_private(key_file, key_pem)
+            context.load_cert_chain(str(cert_file), str(key_file))
+        with self._lock:
+            self._context = context
+
+    def context(self) -> ssl.SSLContext | None:
+        with self._lock:
+            return self._context
+
+    def start(self) -> None:
+        threading.Thread(
+            target=self._server.serve_forever, args=(0.1,), name="webhooks", daemon=True
+        ).start()
+        with self._lock:
+            self._started = True
+
+    def stop(self) -> None:
+        with self._lock:
+            self._started = False
+        self._server.shutdown()
+        self._server.server_close()
+
+    def answer(self, path: str, body: bytes) -> tuple[int, dict[str, Any] | str]:
+        """(HTTP status, AdmissionReview or error text) for one request."""
+        route = self.routes.get(path)
+        if route is None:
+            return 404, f"no webhook at {path}"
+        started = time.monotonic()
+        code, answer = self._review(route[1], body)
+        if self._metrics is not None:
+            self._metrics.observe(route[0], code, time.monotonic() - started)
+        return code, answer
+
+    def _review(self, review: Review, body: bytes) -> tuple[int, dict[str, Any] | str]:
+        try:
+            request = request_of(json.loads(body))
+        except (ValueError, RecursionError) as exc:  # not JSON, or not an AdmissionReview
+            return 400, f"bad request: {str(exc)[:200] or type(exc).__name__}"
+        try:
+            return 200, review(request, self.registry)
+        except Exception:  # a bug: let the API server apply the failurePolicy
+            log.exception("webhook %s failed", review.__name__)
+            return 500, "internal error"
+
+
+class _TLSServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], owner: Any
+    ) -> None:
+        self.owner = owner
+        super().__init__(address, handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """In the connection's own thread: the TLS handshake, then the HTTP exchange."""
+        context = self.owner.context()
+        if context is None:  # no certificate yet: nothing can be served
+            return
+        request.settimeout(READ_TIMEOUT)
+        try:
+            tls = context.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        try:
+            super().finish_request(tls, client_address)
+        finally:
+            tls.close()
+
+
+class _Metrics:
+    """controller-runtime's webhook metrics (its names)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.requests = registry.counter(
+            "controller_runtime_webhook_requests_total",
+            "Total number of admission requests by HTTP status code",
+            ("webhook", "code"),
+        )
+        self.latency = registry.histogram(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            ("webhook",),
+        )
+
+    def observe(self, webhook: str, code: int, seconds: float) -> None:
+        self.requests.inc(webhook=webhook, code=str(code))
+        self.latency.observe(seconds, webhook=webhook)
+
+
+def _handler(owner: WebhookServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # kept alive: the API server reuses its connections
+
+        def do_POST(self) -> None:
+            length = self.headers.get("Content-Length")
+            if length is None or not length.isdigit():
+                self._send(411, "a Content-Length is required")
+                return
+            if int(length) > MAX_BODY_BYTES:
+                self._send(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+                self.close_connection = True
+                return
+            try:
+                body = self.rfile.read(int(length))
+            except (TimeoutError, OSError):
+                self.close_connection = True
+                return
+            self._send(*owner.answer(self.path.split("?", 1)[0], body))
+
+        def _send(self, code: int, answer: dict[str, Any] | str) -> None:
+            is_json = isinstance(answer, dict)
+            data = (json.dumps(answer) if is_json else f"{answer}\n").encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json" if is_json else "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    return Handler
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
