@@ -34,6 +34,7 @@ import os
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -358,6 +359,10 @@ class ControlPlane:
         try:
             status, body = self.rest.request_raw("GET", "/readyz")
         except RestError:
+            return False
+        except (ssl.SSLError, OSError):
+            # The API server may still be writing its certificate: read it again next time.
+            self._rest = None
             return False
         return status == 200 and body.strip() == b"ok"
 
