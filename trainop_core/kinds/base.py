@@ -1,7 +1,8 @@
 """What a job kind is: a frozen description plus a few hooks. A kind holds no reconcile logic.
 
-Adding a kind (PaddleJob, a site's own) is one module that builds a `Kind` and one line in
-`trainop_core.kinds.table` (or an entry point in the `trainop.kinds` group for third parties).
+Adding a kind (a new upstream one, or a site's own) is one module that builds a `Kind` and one
+line in `trainop_core.kinds.table` (or an entry point in the `trainop.kinds` group for third
+parties).
 """
 
 from __future__ import annotations
@@ -85,8 +86,12 @@ class MasterRoleHook(Protocol):
 class StatusHook(Protocol):
     def __call__(
         self, job: TrainingJob, counts: Mapping[str, ReplicaCounts], worker0_succeeded: bool
-    ) -> Verdict:
-        """Upstream's per-kind UpdateJobStatus rule, as a pure function of the counts."""
+    ) -> Verdict | Sequence[Verdict]:
+        """Upstream's per-kind UpdateJobStatus rule, as a pure function of the counts.
+
+        A sequence is applied in order, as upstream sets one condition after another in one
+        pass (TF records Running before the Failed that ends the job in the same round). Pure.
+        """
         ...
 
 

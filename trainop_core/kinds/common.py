@@ -83,6 +83,8 @@ def worker_style_status(
 ) -> Verdict:
     """PyTorch's rule: `leader` decides success and running; any type's failures restart or fail.
 
+    `name` is how the success and running messages name the job (upstream: `ns/name` in
+    worker-only jobs); failure messages always say the bare name, as upstream's do.
     `early_success` is PyTorch's elastic rule: one succeeded worker is enough.
     """
     verdicts: list[Verdict] = []
@@ -95,5 +97,5 @@ def worker_style_status(
     for rtype, c in counts.items():
         if c.failed > 0 and c.replicas > c.succeeded + c.active:
             restart = c.restart_policy != RestartPolicy.NEVER
-            verdicts.append(failure_verdict(job.kind, name, rtype, c, restart=restart))
+            verdicts.append(failure_verdict(job.kind, job.name, rtype, c, restart=restart))
     return strongest(verdicts)
