@@ -59,20 +59,20 @@ def test_the_registry_finds_kinds_case_insensitively(name: str, expected: str) -
 
 def test_an_unknown_kind_is_a_key_error_that_lists_the_known_ones() -> None:
     with pytest.raises(KeyError, match="known kinds: TFJob, PyTorchJob, MXJob, XGBoostJob"):
-        REGISTRY.get("PaddleJob")
+        REGISTRY.get("LightGBMJob")
 
 
 def test_select_keeps_only_the_enabled_schemes_and_rejects_unknown_names() -> None:
     assert REGISTRY.select(["tfjob", "XGBoostJob"]).names == ("TFJob", "XGBoostJob")
     assert REGISTRY.select([]).names == REGISTRY.names
-    with pytest.raises(ValueError, match="mpijob"):
-        REGISTRY.select(["tfjob", "mpijob"])
+    with pytest.raises(ValueError, match="lightgbmjob"):
+        REGISTRY.select(["tfjob", "lightgbmjob"])
 
 
 def test_kinds_are_found_by_resource_plural() -> None:
     assert REGISTRY.for_plural("xgboostjobs").kind == "XGBoostJob"
     with pytest.raises(KeyError):
-        REGISTRY.for_plural("paddlejobs")
+        REGISTRY.for_plural("lightgbmjobs")
 
 
 def test_every_build_returns_a_fresh_registry_of_the_one_table() -> None:
@@ -82,8 +82,8 @@ def test_every_build_returns_a_fresh_registry_of_the_one_table() -> None:
 
 
 def test_extra_kinds_join_the_registry_but_may_not_reuse_a_name() -> None:
-    custom = dataclasses.replace(jax.KIND, kind="PaddleJob", plural="paddlejobs", aliases=())
-    assert build_registry(entry_points=False, extra=[custom]).get("paddlejob") is custom
+    custom = dataclasses.replace(jax.KIND, kind="LightGBMJob", plural="lightgbmjobs", aliases=())
+    assert build_registry(entry_points=False, extra=[custom]).get("lightgbmjob") is custom
     clash = dataclasses.replace(custom, aliases=("TFJob",))
     with pytest.raises(ValueError, match="tfjob"):
         build_registry(entry_points=False, extra=[clash])

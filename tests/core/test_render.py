@@ -52,6 +52,8 @@ CASES: dict[str, tuple[Callable[[], JobBuilder], list[str]]] = {
     "xgboost-master-2-workers": (lambda: make_job("XGBoostJob", "xgb").master().workers(2), []),
     "tf-custom-port": (custom_port, ["--namespace", "research"]),
     "jaxjob": (jax_job, []),
+    "paddle-master-2-workers": (lambda: make_job("PaddleJob", "pd").master().workers(2), []),
+    "paddle-collective-2-workers": (lambda: make_job("PaddleJob", "pd").workers(2), []),
     "pytorch-volcano": (
         lambda: (
             make_job("PyTorchJob", "gang")
