@@ -113,6 +113,17 @@ class PodHook(Protocol):
         ...
 
 
+class ObjectsHook(Protocol):
+    def __call__(
+        self, ctx: ClusterContext, running: Mapping[str, Sequence[int]]
+    ) -> list[dict[str, Any]]:
+        """Objects the kind needs besides pods and services while the job runs (MPI's ConfigMap
+        and launcher RBAC), each with apiVersion, kind, metadata.name and its content; the
+        planner adds namespace and owner. `running`: indices of the Running pods per replica
+        type. Backends create what is missing and replace what differs. Pure."""
+        ...
+
+
 def _no_problems(job: TrainingJob) -> list[Problem]:
     return []
 
@@ -123,6 +134,10 @@ def _no_defaults(job: TrainingJob) -> None:
 
 def _no_pod_changes(ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]) -> None:
     return None
+
+
+def _no_objects(ctx: ClusterContext, running: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+    return []
 
 
 @dataclass(frozen=True)
@@ -159,6 +174,16 @@ class Kind:
     # pairs, and a warning every job of the kind gets (the kind itself is deprecated).
     deprecated_fields: tuple[tuple[str, str], ...] = ()
     deprecation: str = ""
+    # The launcher pattern (MPIJob), as data: objects planned besides pods and services; replica
+    # types whose pods are created only once every pod of another type runs ((type, the type it
+    # waits for) pairs); replica counts other than 1 when unset ((type, count) pairs); and kinds
+    # whose replicas are reached by exec rather than through a Service and a named port.
+    objects: ObjectsHook = _no_objects
+    start_after: tuple[tuple[str, str], ...] = ()
+    default_replicas: tuple[tuple[str, int], ...] = ()
+    services: bool = True  # a headless Service per replica
+    adds_default_port: bool = True  # the port_name port is added to the default container
+    requires_default_container: bool = True  # a container must be named default_container
 
     @property
     def singular(self) -> str:

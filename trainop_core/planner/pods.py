@@ -132,3 +132,13 @@ def build_service(r: Round, rtype: str, index: int) -> dict[str, Any]:
         "metadata": _metadata(r, {}, replica_name(r.job.name, rtype, index), labels),
         "spec": {"clusterIP": "None", "selector": dict(labels), "ports": ports},
     }
+
+
+def build_objects(r: Round, running: dict[str, list[int]]) -> list[dict[str, Any]]:
+    """The kind's other objects (`Kind.objects`), in the job's namespace and owned by it."""
+    objects = r.kind.objects(r.cluster, running)
+    for obj in objects:
+        meta = obj.setdefault("metadata", {})
+        meta["namespace"] = r.job.namespace
+        meta["ownerReferences"] = [dict(r.owner)]
+    return objects

@@ -52,6 +52,7 @@ def finish_if_done(r: Round) -> bool:
     mark_completed(r)
     r.plan.create_pods.clear()
     r.plan.create_services.clear()
+    r.plan.apply_objects.clear()
     r.plan.pod_group = None  # clean-up deletes it instead
     return True
 
