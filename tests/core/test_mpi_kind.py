@@ -12,8 +12,9 @@ from tests.core._kind_builders import REGISTRY, T0, defaulted
 from trainop_core.api.load import load_job
 from trainop_core.api.types import RestartPolicy
 from trainop_core.api.validation import validate_job
+from trainop_core.kinds.base import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION
 from trainop_core.kinds.base import ReplicaCounts as RC
-from trainop_core.kinds.mpi import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION, mpi_status
+from trainop_core.kinds.mpi import mpi_status
 from trainop_core.planner import (
     KubernetesAddressing,
     Observed,

@@ -57,7 +57,10 @@ def test_the_role_names_exactly_the_resources_the_operator_code_declares() -> No
 def test_the_role_has_no_wildcards_and_no_secrets() -> None:
     for group, resource, verb in granted():
         assert "*" not in (group, resource, verb)
-        assert resource not in ("secrets", "configmaps", "pods/exec", "roles", "rolebindings")
+        assert resource not in ("secrets", "clusterroles", "clusterrolebindings")
+    # What MPIJob launchers need, and what their Roles may grant (no more than that).
+    assert {("", "pods/exec", "create"), ("", "pods", "get")} <= granted()
+    assert ("rbac.authorization.k8s.io", "roles", "delete") not in granted()
 
 
 # --- the manifests on a real server ---------------------------------------------------------------
@@ -67,6 +70,8 @@ JOBS = {
     "MXJob": make_job("MXJob", "mx").scheduler().servers().workers(),
     "XGBoostJob": make_job("XGBoostJob", "xgb").master().workers(1),
     "JAXJob": make_job("JAXJob", "j", replica_field="jaxReplicaSpecs", container="jax").workers(2),
+    "PaddleJob": make_job("PaddleJob", "pd").workers(2),
+    "MPIJob": make_job("MPIJob", "mpi").replica("Launcher").workers(2),
 }
 SERVICE_ACCOUNT = "training-operator"
 
@@ -157,7 +162,8 @@ def test_every_request_of_a_running_operator_is_granted(
     for kind, builder in JOBS.items():
         job = builder.run_policy(ttlSecondsAfterFinished=0, cleanPodPolicy="All").build()
         k8s.rest.create(k8s.job_path(registry.get(kind).plural), job)
-    k8s.kubelet.rules[:] = [Rule(run_seconds=0.2)]
+    # MPI's workers run until the job is over: the launcher starts once both run.
+    k8s.kubelet.rules[:] = [Rule(pattern="mpi-worker-*", run_seconds=None), Rule(run_seconds=0.2)]
     options = {"gang_scheduler_name": PLUGINS_SCHEDULER, "leader_elect": True}
     with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy, **options):
         deadline = time.monotonic() + 120
@@ -172,7 +178,8 @@ def test_every_request_of_a_running_operator_is_granted(
     # The scenario really exercised the interesting paths (else this test proves little).
     for needed in [("", "pods", "create"), ("", "pods", "delete"), ("kubeflow.org", "tfjobs",
                    "delete"), ("coordination.k8s.io", "leases", "update"),
-                   ("scheduling.x-k8s.io", "podgroups", "create")]:  # fmt: skip
+                   ("scheduling.x-k8s.io", "podgroups", "create"), ("", "configmaps", "create"),
+                   ("rbac.authorization.k8s.io", "roles", "create")]:  # fmt: skip
         assert needed in used, needed
 
 

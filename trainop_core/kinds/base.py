@@ -33,6 +33,14 @@ class Addressing(Protocol):
         ...
 
 
+# Settings a process backend (local, Ray) gives kind hooks through ClusterContext.kind_options:
+# the program that runs a command in another replica's environment (`AGENT HOST COMMAND...`,
+# what an MPI launcher's rsh agent is; Kubernetes has `kubectl exec`), and the directory where
+# the ConfigMaps a kind plans (Kind.objects) are written as files (<dir>/<name>/<key>).
+EXEC_AGENT_OPTION = "process.exec_agent"
+CONFIGMAP_DIR_OPTION = "process.configmap_dir"
+
+
 @dataclass(frozen=True)
 class ClusterContext:
     """Everything an env-contract hook may read: the defaulted job, replica counts, addresses."""

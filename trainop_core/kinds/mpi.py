@@ -21,7 +21,14 @@ from trainop_core.api.job import JobSpec, TrainingJob
 from trainop_core.api.podtemplate import containers
 from trainop_core.api.types import CleanPodPolicy, ReplicaSpec, RestartPolicy
 from trainop_core.errors import Problem
-from trainop_core.kinds.base import ClusterContext, Kind, ReplicaCounts, Verdict
+from trainop_core.kinds.base import (
+    CONFIGMAP_DIR_OPTION,
+    EXEC_AGENT_OPTION,
+    ClusterContext,
+    Kind,
+    ReplicaCounts,
+    Verdict,
+)
 from trainop_core.kinds.common import (
     RUNNING,
     SUCCEEDED,
@@ -50,11 +57,8 @@ CONFIG_VOLUME, CONFIG_DIR = "mpi-job-config", "/etc/mpi"
 KUBECTL_VOLUME, KUBECTL_DIR = "mpi-job-kubectl", "/opt/kube"
 KUBEXEC, HOSTFILE, DISCOVER = "kubexec.sh", "hostfile", "discover_hosts.sh"
 SCRIPT_MODE, HOSTFILE_MODE = 0o555, 0o444
-# Backend settings (PlanOptions.kind_options): upstream's --mpi-kubectl-delivery-image, and what a
-# process backend runs instead of kubectl.
+# Upstream's --mpi-kubectl-delivery-image (PlanOptions.kind_options).
 KUBECTL_IMAGE_OPTION = "mpi.kubectl_delivery_image"
-EXEC_AGENT_OPTION = "process.exec_agent"
-CONFIGMAP_DIR_OPTION = "process.configmap_dir"
 
 
 def _spec(job: TrainingJob) -> MPIJobSpec:

@@ -49,6 +49,7 @@ class Options:
     cache_sync_timeout: float = 120.0
     pytorch_init_container_image: str = "alpine:3.10"
     pytorch_init_container_max_tries: int = 100
+    mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
 
     def lease_namespace(self) -> str:
         """--leader-election-namespace, else the operator's own namespace, else "default"."""
@@ -128,6 +129,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=100,
         help="DNS lookups the PyTorch init container tries before giving up",
     )
+    add(
+        "--mpi-kubectl-delivery-image",
+        default="kubeflow/kubectl-delivery:latest",
+        help="image of the init container that gives MPI launchers kubectl",
+    )
     add("--log-level", default=os.environ.get("TRAINOP_LOG_LEVEL", "INFO"))
 
 
@@ -160,4 +166,5 @@ def options_from_args(args: argparse.Namespace) -> Options:
         watch_read_timeout=args.watch_read_timeout,
         pytorch_init_container_image=args.pytorch_init_container_image,
         pytorch_init_container_max_tries=args.pytorch_init_container_max_tries,
+        mpi_kubectl_delivery_image=args.mpi_kubectl_delivery_image,
     )
