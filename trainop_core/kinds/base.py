@@ -188,6 +188,9 @@ class Kind:
     # whose replicas are reached by exec rather than through a Service and a named port.
     objects: ObjectsHook = _no_objects
     start_after: tuple[tuple[str, str], ...] = ()
+    # (type, command) pairs: what the main container of a replica type that only hosts work
+    # started from elsewhere runs when it names no command (MPI's workers: sleep 365d).
+    idle_commands: tuple[tuple[str, tuple[str, ...]], ...] = ()
     default_replicas: tuple[tuple[str, int], ...] = ()
     services: bool = True  # a headless Service per replica
     adds_default_port: bool = True  # the port_name port is added to the default container

@@ -233,8 +233,6 @@ def _kubectl_delivery(ctx: ClusterContext) -> dict[str, Any]:
 
 def _decorate_worker(ctx: ClusterContext, pod: dict[str, Any]) -> None:
     main = _first_container(pod)
-    if not main.get("command"):  # the worker only hosts ranks: keep its container alive
-        main["command"], main["args"] = ["sleep"], ["365d"]
     if ctx.kind_options.get(EXEC_AGENT_OPTION):
         return  # a process backend's agent needs no script in the worker
     # Open MPI checks for the agent's path on every rank: mount kubexec.sh here too.
@@ -320,6 +318,7 @@ KIND = Kind(
     decorate_pod=mpi_decorate_pod,
     objects=mpi_objects,
     start_after=((LAUNCHER, WORKER),),
+    idle_commands=((WORKER, ("sleep", "365d")),),  # a worker only hosts ranks
     default_replicas=((WORKER, 0),),
     services=False,
     adds_default_port=False,
