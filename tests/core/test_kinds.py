@@ -26,6 +26,10 @@ DESCRIPTORS = [
      "xgboostjob-port", 9999, RestartPolicy.NEVER, "xgboost", None),
     ("JAXJob", "jaxjobs", ("Worker",), "jax", "jaxjob-port", 6666, RestartPolicy.NEVER, "jax",
      "Worker"),
+    ("PaddleJob", "paddlejobs", ("Master", "Worker"), "paddle", "master", 36543,
+     RestartPolicy.ON_FAILURE, "paddle", "Worker"),
+    ("MPIJob", "mpijobs", ("Launcher", "Worker"), "mpi", "mpi-port", 9999, RestartPolicy.NEVER,
+     "mpi", None),
 ]  # fmt: skip
 
 
@@ -103,6 +107,9 @@ def test_extra_kinds_join_the_registry_but_may_not_reuse_a_name() -> None:
         ("XGBoostJob", {"Master": 1, "Worker": 2}, {("Master", 0)}),
         ("MXJob", {"Scheduler": 1, "Server": 2, "Worker": 1}, {("Server", 0), ("Server", 1)}),
         ("JAXJob", {"Worker": 3}, {("Worker", 0)}),
+        ("PaddleJob", {"Master": 1, "Worker": 2}, {("Master", 0)}),
+        ("PaddleJob", {"Worker": 2}, set()),
+        ("MPIJob", {"Launcher": 1, "Worker": 2}, {("Launcher", 0)}),
     ],
     ids=[
         "TF chief is the master",
@@ -113,6 +120,9 @@ def test_extra_kinds_join_the_registry_but_may_not_reuse_a_name() -> None:
         "XGBoost Master is the master",
         "MXNet servers carry the master label (upstream quirk)",
         "JAX worker 0 is the master",
+        "Paddle Master is the master",
+        "collective Paddle has no master label (upstream)",
+        "MPI launcher is the master",
     ],
 )
 def test_master_role_per_kind(
@@ -137,6 +147,8 @@ def test_master_role_per_kind(
         ("XGBoostJob", {"Master": 1, "Worker": 2}, "master-0"),
         ("MXJob", {"Scheduler": 1, "Server": 2, "Worker": 2}, "worker-0"),
         ("JAXJob", {"Worker": 3}, "worker-0"),
+        ("PaddleJob", {"Master": 1, "Worker": 2}, "worker-0"),
+        ("MPIJob", {"Launcher": 1, "Worker": 2}, "launcher-0"),
     ],
     ids=[
         "TF chief's output is the result",
@@ -147,6 +159,8 @@ def test_master_role_per_kind(
         "XGBoost master's output is the result",
         "MXNet worker 0 is the result, not a parameter server",
         "JAX worker 0 is the result",
+        "Paddle worker 0 is the result, not the parameter server",
+        "MPI launcher's output (every rank's, through mpirun) is the result",
     ],
 )
 def test_primary_replica_per_kind(kind: str, replicas: dict[str, int], primary: str) -> None:
