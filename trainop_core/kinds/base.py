@@ -132,6 +132,18 @@ class ObjectsHook(Protocol):
         ...
 
 
+class ProgramHook(Protocol):
+    def __call__(self, rtype: str, argv: Sequence[str]) -> list[str] | None:
+        """How one program an integration runs as a job (a Flyte task's function, ...) starts in
+        replica type `rtype`: its main container's argv, or None for the kind's idle command
+        (MPI: the launcher runs `mpirun ... argv`, which starts the ranks in the workers). Pure."""
+        ...
+
+
+def run_everywhere(rtype: str, argv: Sequence[str]) -> list[str] | None:
+    return list(argv)  # every replica runs the program itself
+
+
 def _no_problems(job: TrainingJob) -> list[Problem]:
     return []
 
@@ -191,6 +203,10 @@ class Kind:
     # (type, command) pairs: what the main container of a replica type that only hosts work
     # started from elsewhere runs when it names no command (MPI's workers: sleep 365d).
     idle_commands: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # An integration's program across the job's replicas; where a launcher starts its processes,
+    # the env through which it tells each its rank (the process of rank 0 is then the primary).
+    program: ProgramHook = run_everywhere
+    rank_env: tuple[str, ...] = ()
     default_replicas: tuple[tuple[str, int], ...] = ()
     services: bool = True  # a headless Service per replica
     adds_default_port: bool = True  # the port_name port is added to the default container

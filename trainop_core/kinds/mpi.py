@@ -255,6 +255,17 @@ def no_env(ctx: ClusterContext, rtype: str, index: int) -> list[dict[str, Any]]:
     return []  # the launcher's env is a decoration of its first container (upstream's choice)
 
 
+def mpi_program(rtype: str, argv: Sequence[str]) -> list[str] | None:
+    """The launcher runs the program under mpirun, one rank per slot of the hostfile; the
+    hostfile and agent are named from the env the launcher gets (Open MPI 5 reads other names
+    than upstream's Open MPI 4 env); the workers only host the ranks."""
+    if rtype != LAUNCHER:
+        return None
+    agent, hosts = "$(OMPI_MCA_plm_rsh_agent)", "$(OMPI_MCA_orte_default_hostfile)"
+    return ["mpirun", "--hostfile", hosts, "--mca", "plm_rsh_agent", agent, "--bind-to", "none",
+            *argv]  # fmt: skip
+
+
 def mpi_is_master(replicas: Mapping[str, int], rtype: str, index: int) -> bool:
     return rtype == LAUNCHER
 
@@ -319,6 +330,8 @@ KIND = Kind(
     objects=mpi_objects,
     start_after=((LAUNCHER, WORKER),),
     idle_commands=((WORKER, ("sleep", "365d")),),  # a worker only hosts ranks
+    program=mpi_program,
+    rank_env=("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"),  # Open MPI, MPICH/Intel, PMIx
     default_replicas=((WORKER, 0),),
     services=False,
     adds_default_port=False,
