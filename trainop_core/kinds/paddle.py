@@ -14,7 +14,13 @@ from pydantic import Field
 from trainop_core.api.job import JobSpec, TrainingJob
 from trainop_core.api.types import ApiModel, NonNegInt, ReplicaSpec, RestartPolicy
 from trainop_core.kinds.base import ClusterContext, Kind, ReplicaCounts, Verdict
-from trainop_core.kinds.common import env_var, replica_spec, total_replicas, worker_style_status
+from trainop_core.kinds.common import (
+    default_elastic_bounds,
+    env_var,
+    replica_spec,
+    total_replicas,
+    worker_style_status,
+)
 
 
 class PaddleElasticPolicy(ApiModel):
@@ -79,18 +85,10 @@ def paddle_status(
 
 
 def paddle_default(job: TrainingJob) -> None:
-    """elasticPolicy's missing bound copies the other; with neither, both follow the Workers."""
     policy = _spec(job).elastic_policy
-    if policy is None or (policy.min_replicas is not None and policy.max_replicas is not None):
-        return
-    if policy.min_replicas is None and policy.max_replicas is None:
+    if policy is not None:
         worker = replica_spec(job, WORKER)
-        count = worker.replicas if worker is not None else None
-        policy.min_replicas = policy.max_replicas = count
-    elif policy.min_replicas is None:
-        policy.min_replicas = policy.max_replicas
-    else:
-        policy.max_replicas = policy.min_replicas
+        default_elastic_bounds(policy, worker.replicas if worker is not None else None)
 
 
 KIND = Kind(
