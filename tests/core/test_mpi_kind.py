@@ -42,15 +42,24 @@ def running_workers(n: int) -> tuple[ObservedPod, ...]:
     return tuple(ObservedPod(f"pi-worker-{i}", "Worker", i, "Running") for i in range(n))
 
 
-def test_workers_come_first_and_the_launcher_once_every_worker_runs() -> None:
+PROCESS = {EXEC_AGENT_OPTION: "/x/rsh", CONFIGMAP_DIR_OPTION: "/state/cm"}
+
+
+def test_on_kubernetes_the_launcher_comes_with_the_workers_and_its_init_container_waits() -> None:
     first = planned(mpi())
-    assert [p["metadata"]["name"] for p in first.create_pods] == ["pi-worker-0", "pi-worker-1"]
+    names = sorted(p["metadata"]["name"] for p in first.create_pods)
+    assert names == ["pi-launcher", "pi-worker-0", "pi-worker-1"]  # as upstream: gangs need it
     assert not first.create_services  # MPI reaches its workers by exec, not through Services
-    one_up = planned(
-        mpi(), (*running_workers(1), ObservedPod("pi-worker-1", "Worker", 1, "Pending"))
-    )
-    assert one_up.create_pods == []
-    both_up = planned(mpi(), running_workers(2))
+    launcher = next(p for p in first.create_pods if p["metadata"]["name"] == "pi-launcher")
+    assert launcher["spec"]["initContainers"][0]["name"] == "kubectl-delivery"
+
+
+def test_on_a_process_backend_the_launcher_starts_once_every_worker_runs() -> None:
+    first = planned(mpi(), **PROCESS)
+    assert [p["metadata"]["name"] for p in first.create_pods] == ["pi-worker-0", "pi-worker-1"]
+    pending = ObservedPod("pi-worker-1", "Worker", 1, "Pending")
+    assert planned(mpi(), (*running_workers(1), pending), **PROCESS).create_pods == []
+    both_up = planned(mpi(), running_workers(2), **PROCESS)
     assert [p["metadata"]["name"] for p in both_up.create_pods] == ["pi-launcher"]
 
 
@@ -67,14 +76,14 @@ def test_a_gpu_launcher_joins_the_hostfile_and_keeps_its_nvidia_env() -> None:
     b = mpi(1).container("Launcher", resources={"limits": {"nvidia.com/gpu": 1}})
     objects = {o["kind"]: o for o in planned(b).apply_objects}
     assert objects["ConfigMap"]["data"]["hostfile"] == "pi-launcher slots=1\npi-worker-0 slots=1\n"
-    launcher = planned(b, running_workers(1)).create_pods[0]
+    launcher = next(p for p in planned(b).create_pods if "launcher" in p["metadata"]["name"])
     names = [e["name"] for e in launcher["spec"]["containers"][0]["env"]]
     assert "NVIDIA_VISIBLE_DEVICES" not in names
 
 
 def test_user_set_intel_mpi_bootstrap_is_kept_and_main_container_reaches_kubexec() -> None:
     b = mpi(1).env("Launcher", I_MPI_HYDRA_BOOTSTRAP="ssh").spec(mainContainer="mpi")
-    launcher = planned(b, running_workers(1)).create_pods[0]
+    launcher = next(p for p in planned(b).create_pods if "launcher" in p["metadata"]["name"])
     env = {e["name"]: e["value"] for e in launcher["spec"]["containers"][0]["env"]}
     assert (env["I_MPI_HYDRA_BOOTSTRAP"], env["I_MPI_HYDRA_BOOTSTRAP_EXEC"]) == (
         "ssh",
@@ -85,14 +94,13 @@ def test_user_set_intel_mpi_bootstrap_is_kept_and_main_container_reaches_kubexec
 
 
 def test_a_process_backend_gets_its_own_agent_and_hostfile_and_no_kubectl() -> None:
-    options = {EXEC_AGENT_OPTION: "/x/rsh", CONFIGMAP_DIR_OPTION: "/state/cm"}
-    launcher = planned(mpi(1), running_workers(1), **options).create_pods[0]
+    launcher = planned(mpi(1), running_workers(1), **PROCESS).create_pods[0]
     env = {e["name"]: e["value"] for e in launcher["spec"]["containers"][0]["env"]}
     assert env["OMPI_MCA_plm_rsh_agent"] == env["PRTE_MCA_plm_ssh_agent"] == "/x/rsh"
     assert env["OMPI_MCA_orte_default_hostfile"] == "/state/cm/pi-config/hostfile"
     assert env["HYDRA_HOST_FILE"] == env["PRTE_MCA_prte_default_hostfile"]
     assert "initContainers" not in launcher["spec"] and "volumes" not in launcher["spec"]
-    worker = planned(mpi(1), **options).create_pods[0]
+    worker = planned(mpi(1), **PROCESS).create_pods[0]
     assert worker["spec"]["containers"][0]["command"] == ["sleep"]
 
 

@@ -43,7 +43,7 @@ def mpi_job(name: str = NAME, workers: int = 2) -> dict[str, Any]:
     return b.container("Worker", name="worker").build()
 
 
-def owned(env: Cluster, job: dict[str, Any]) -> list[dict[str, Any]]:
+def owned(job: dict[str, Any]) -> list[dict[str, Any]]:
     meta = job["metadata"]
     return [{"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "name": meta["name"],
              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
@@ -54,14 +54,17 @@ def read(env: Cluster, path: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def test_an_mpijob_gets_upstream_s_objects_workers_first_and_succeeds_with_its_launcher(
+def test_an_mpijob_gets_upstream_s_objects_and_pods_and_succeeds_with_its_launcher(
     env: Cluster,
 ) -> None:
     ns = env.namespace
     job = env.create_job(mpi_job())
-    # No rule yet: the workers stay Pending, so the launcher must wait.
-    workers = wait_for(lambda: len(p := env.pods(NAME)) == 2 and p, what="two worker pods")
-    assert [p.metadata.name for p in workers] == ["pi-worker-0", "pi-worker-1"]
+    # No rule yet: every pod stays Pending. As upstream, the launcher is created with the
+    # workers (gang scheduling needs all of them); its kubectl-delivery init container is what
+    # waits until the hostfile's workers run.
+    pods = wait_for(lambda: len(p := env.pods(NAME)) == 3 and p, what="the launcher and workers")
+    assert [p.metadata.name for p in pods] == ["pi-launcher", "pi-worker-0", "pi-worker-1"]
+    launcher, workers = pods[0], pods[1:]
     path = f"/api/v1/namespaces/{ns}"
     rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}"
     role = wait_for(lambda: read(env, f"{rbac}/roles"), what="the launcher's Role")
@@ -73,7 +76,7 @@ def test_an_mpijob_gets_upstream_s_objects_workers_first_and_succeeds_with_its_l
                       (binding, "pi-launcher")):  # fmt: skip
         assert obj["metadata"]["name"] == name
         assert obj["metadata"]["labels"] == {"app": NAME}
-        assert obj["metadata"]["ownerReferences"] == owned(env, job)
+        assert obj["metadata"]["ownerReferences"] == owned(job)
     assert config["data"] == {
         "hostfile": "pi-worker-0 slots=2\npi-worker-1 slots=2\n",
         "kubexec.sh": "#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n/opt/kube/kubectl exec ${POD_NAME} "
@@ -90,22 +93,12 @@ def test_an_mpijob_gets_upstream_s_objects_workers_first_and_succeeds_with_its_l
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": "pi-launcher"}  # fmt: skip
     assert not env.services(NAME)
-    assert "pi-launcher" not in {p.metadata.name for p in env.pods(NAME)}
     for worker in workers:
         (main,) = worker.spec.containers
         assert (main.command, main.args) == (["sleep"], ["365d"])
         assert [(m.name, m.mount_path) for m in main.volume_mounts if m.name.startswith("mpi")] == [
             ("mpi-job-config", "/etc/mpi")
         ]
-
-    env.rule("pi-worker-*", run_seconds=None)
-    env.rule("pi-launcher", run_seconds=0.3)
-    for worker in workers:
-        env.kubelet.run(ns, worker.metadata.name)
-    launcher = wait_for(
-        lambda: next((p for p in env.pods(NAME) if p.metadata.name == "pi-launcher"), None),
-        what="the launcher, once both workers run",
-    )
     labels = launcher.metadata.labels
     assert labels["training.kubeflow.org/replica-type"] == "launcher"
     assert labels["training.kubeflow.org/job-role"] == "master"
@@ -138,6 +131,12 @@ def test_an_mpijob_gets_upstream_s_objects_workers_first_and_succeeds_with_its_l
         ("discover_hosts.sh", 0o555),
     ]
 
+    # The stand-in kubelet runs no init container: it plays the workers running, then the
+    # launcher's mpirun ending well.
+    for pod in ("pi-worker-0", "pi-worker-1", "pi-launcher"):
+        env.kubelet.run(ns, pod)
+    env.wait_condition("MPIJob", NAME, "Running")
+    env.terminate("pi-launcher", exit_code=0)
     conditions = env.wait_condition("MPIJob", NAME, "Succeeded")
     assert conditions.get("Failed") != "True"
     status = env.get_job("MPIJob", NAME)["status"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from trainop_core.api.bounds import total_replicas
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import utc_now
 from trainop_core.api.validation import prepare_all
@@ -83,9 +84,9 @@ def render_objects(
 
 
 def _waiting_pods(job: TrainingJob, kind: Kind, first: Plan) -> list[dict[str, Any]]:
-    """Pods a first reconcile holds back (`Kind.start_after`: MPI's launcher waits for its
-    workers), as the reconcile that sees the first pods running creates them."""
-    if not kind.start_after:
+    """Pods a first reconcile holds back (`Kind.start_after`), as the reconcile that sees the
+    first pods running creates them."""
+    if len(first.create_pods) >= total_replicas(job):
         return []
     running = tuple(
         ObservedPod(
@@ -110,8 +111,6 @@ MAX_RENDERED_REPLICAS = 10_000  # a 2**31-replica job is valid, but not somethin
 
 
 def _check_size(jobs: Sequence[tuple[Kind, TrainingJob]], origin: str) -> None:
-    from trainop_core.api.bounds import total_replicas
-
     total = sum(total_replicas(job) for _, job in jobs)
     if total > MAX_RENDERED_REPLICAS:
         message = f"the job(s) have {total} replicas; render prints at most {MAX_RENDERED_REPLICAS}"

@@ -140,6 +140,18 @@ class ProgramHook(Protocol):
         ...
 
 
+class StartAfterHook(Protocol):
+    def __call__(self, ctx: ClusterContext) -> Mapping[str, str]:
+        """Replica types whose pods the planner creates only once every pod of another type
+        runs (type -> the type it waits for): where the pods cannot wait themselves (MPI's
+        launcher on a process backend; on Kubernetes its init container waits). Pure."""
+        ...
+
+
+def no_waiting(ctx: ClusterContext) -> Mapping[str, str]:
+    return {}
+
+
 def run_everywhere(rtype: str, argv: Sequence[str]) -> list[str] | None:
     return list(argv)  # every replica runs the program itself
 
@@ -194,12 +206,12 @@ class Kind:
     # pairs, and a warning every job of the kind gets (the kind itself is deprecated).
     deprecated_fields: tuple[tuple[str, str], ...] = ()
     deprecation: str = ""
-    # The launcher pattern (MPIJob), as data: objects planned besides pods and services; replica
-    # types whose pods are created only once every pod of another type runs ((type, the type it
-    # waits for) pairs); replica counts other than 1 when unset ((type, count) pairs); and kinds
-    # whose replicas are reached by exec rather than through a Service and a named port.
+    # The launcher pattern (MPIJob): objects planned besides pods and services; replica types
+    # whose pods are created only once every pod of another type runs; replica counts other
+    # than 1 when unset ((type, count) pairs); and kinds whose replicas are reached by exec
+    # rather than through a Service and a named port.
     objects: ObjectsHook = _no_objects
-    start_after: tuple[tuple[str, str], ...] = ()
+    start_after: StartAfterHook = no_waiting
     # (type, command) pairs: what the main container of a replica type that only hosts work
     # started from elsewhere runs when it names no command (MPI's workers: sleep 365d).
     idle_commands: tuple[tuple[str, tuple[str, ...]], ...] = ()

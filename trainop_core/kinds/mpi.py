@@ -3,8 +3,9 @@ through an rsh agent; the job's state is the launcher's.
 
 Besides pods (no Services) the kind plans the ConfigMap `<job>-config` (hostfile, kubexec.sh,
 discover_hosts.sh) and the launcher's ServiceAccount, Role and RoleBinding (`Kind.objects`); the
-launcher's pod is created once every worker runs (`Kind.start_after`). On Kubernetes the rsh
-agent is upstream's kubexec.sh (`kubectl exec`, kubectl delivered by an init container). A
+launcher's pod waits until every worker runs: on Kubernetes in its kubectl-delivery init
+container, as upstream's, which also gives it kubectl for upstream's rsh agent, kubexec.sh
+(`kubectl exec`); on a process backend the planner holds it back (`Kind.start_after`). A
 process backend runs no kubectl: it names its own agent and the directory it writes the job's
 ConfigMaps to (kind options `process.exec_agent`, `process.configmap_dir`), and its agent starts
 each rank in its worker replica's environment.
@@ -255,6 +256,13 @@ def no_env(ctx: ClusterContext, rtype: str, index: int) -> list[dict[str, Any]]:
     return []  # the launcher's env is a decoration of its first container (upstream's choice)
 
 
+def mpi_start_after(ctx: ClusterContext) -> Mapping[str, str]:
+    """On Kubernetes the launcher's kubectl-delivery init container waits until every worker of
+    the hostfile runs (upstream creates the launcher with the workers, which gang scheduling
+    needs); a process backend has no such container: there the launcher waits for its pod."""
+    return {LAUNCHER: WORKER} if ctx.kind_options.get(EXEC_AGENT_OPTION) else {}
+
+
 def mpi_program(rtype: str, argv: Sequence[str]) -> list[str] | None:
     """The launcher runs the program under mpirun, one rank per slot of the hostfile; the
     hostfile and agent are named from the env the launcher gets (Open MPI 5 reads other names
@@ -328,7 +336,7 @@ KIND = Kind(
     default=mpi_default,
     decorate_pod=mpi_decorate_pod,
     objects=mpi_objects,
-    start_after=((LAUNCHER, WORKER),),
+    start_after=mpi_start_after,
     idle_commands=((WORKER, ("sleep", "365d")),),  # a worker only hosts ranks
     program=mpi_program,
     rank_env=("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"),  # Open MPI, MPICH/Intel, PMIx

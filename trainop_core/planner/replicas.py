@@ -70,7 +70,7 @@ def running_indices(r: Round, rtype: str) -> list[int]:
 
 def _may_start(r: Round, rtype: str) -> bool:
     """`Kind.start_after`: a waiting type gets its pods once every pod it waits for runs."""
-    waits_for = dict(r.kind.start_after).get(rtype)
+    waits_for = r.kind.start_after(r.cluster).get(rtype)
     if waits_for is None:
         return True
     return len(running_indices(r, waits_for)) == r.replicas.get(waits_for, 0)
