@@ -2,12 +2,15 @@
 controller makes, compared field by field.
 
 What these tests cannot prove: the kubelet stand-in runs no container, so no kubectl-delivery
-copies kubectl, no `kubectl exec` reaches a worker and no `mpirun` starts a rank here. They prove
-what the operator writes (the ConfigMap's scripts, the launcher's RBAC, env, mounts and init
-container) and that the server accepts it: the Role is created by the operator's own identity
-only if it may grant pods/exec (tests/deploy/test_rbac.py). That mpirun really starts the ranks
-through an rsh agent in the workers' environment is shown on the local backend
-(examples/mpi, tests/local/test_local_mpi.py).
+copies kubectl or waits for the workers, no `kubectl exec` reaches a worker (the stand-in cannot
+exec) and no `mpirun` starts a rank here; whether upstream's kubexec.sh and kubectl-delivery
+image work is theirs to prove. These tests prove what the operator writes (the ConfigMap's
+scripts, the launcher's RBAC, env, mounts and init container), that the server accepts it (the
+Role is created by the operator's own identity only if it may grant pods/exec:
+tests/deploy/test_rbac.py) and how the job's state follows the launcher. That mpirun really
+starts the ranks through an rsh agent, each in its worker's environment, is shown on the local
+and Ray backends (examples/mpi in tests/test_examples.py and tests/ray/test_ray_examples.py,
+the agent in tests/local/test_local_podexec.py).
 """
 
 from __future__ import annotations
