@@ -161,3 +161,22 @@ def test_tf_records_running_before_the_failure_that_ends_the_job() -> None:
     result = tensorflow_status(job, counts, False)
     assert [v.state for v in result] == ["Running", "Failed"]
     assert result[1].message == "TFJob default/t has failed because 1 Worker replica(s) failed."
+
+
+def test_a_tf_job_that_fails_while_its_chief_runs_shows_it_ran_first() -> None:
+    """Through the planner: upstream's one pass records Running (then False) before Failed."""
+    from trainop_core.planner import KubernetesAddressing, Observed, ObservedPod, plan
+
+    job = load_job(make_job("TFJob", "t").chief().workers(1).build(), registry=REGISTRY)
+    kind = kind_of("TFJob")
+    pods = (
+        ObservedPod("t-chief-0", "Chief", 0, "Running"),
+        ObservedPod("t-worker-0", "Worker", 0, "Failed", exit_code=1),
+    )
+    status = plan(job, kind, Observed(pods=pods), T0, KubernetesAddressing(job, kind)).status
+    assert status is not None
+    assert [(c.type.value, c.status.value) for c in status.conditions] == [
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Failed", "True"),
+    ]
