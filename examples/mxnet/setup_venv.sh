@@ -6,7 +6,11 @@
 # project, so it lives in its own venv at examples/mxnet/.venv (gitignored).
 # ps.yaml runs `.venv/bin/python ps_train.py` relative to this directory.
 #
-# Usage: bash examples/mxnet/setup_venv.sh   (env PYTHON=python3.11 to pick the base interpreter)
+# Every package in it is pinned by constraints.txt next to this script (what the tests ran
+# with); `--lock` re-resolves the newest versions mxnet allows into a fresh venv and rewrites it.
+#
+# Usage: bash examples/mxnet/setup_venv.sh [--lock]   (env PYTHON=python3.11 to pick the base
+# interpreter)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,6 +18,20 @@ VENV="$HERE/.venv"
 PY="${PYTHON:-python3}"
 MXNET_VERSION="1.9.1"
 NUMPY_VERSION="1.23.5"
+
+if [ "${1:-}" = "--lock" ]; then
+  work=$(mktemp -d "${TMPDIR:-/tmp}/trainop-mxnet-lock.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  "$PY" -m venv "$work/venv"
+  "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "mxnet==$MXNET_VERSION" "numpy==$NUMPY_VERSION"
+  {
+    echo "# The exact versions in the MXNet example's venv (written by setup_venv.sh --lock)."
+    "$work/venv/bin/python" -m pip freeze | LC_ALL=C sort -f
+  } > "$HERE/constraints.txt"
+  echo "wrote $HERE/constraints.txt"
+  exit 0
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
@@ -30,7 +48,7 @@ PYEOF
 
 if ! have_pkgs; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "mxnet==$MXNET_VERSION" "numpy==$NUMPY_VERSION"
+    -c "$HERE/constraints.txt" "mxnet==$MXNET_VERSION" "numpy==$NUMPY_VERSION"
 fi
 
 # Smoke-test the import. libmxnet.so links libquadmath.so.0 / libgomp.so.1

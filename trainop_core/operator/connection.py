@@ -112,7 +112,10 @@ class Connection:
             )
 
         def authorization() -> str:
-            return str(cfg.get_api_key_with_prefix("authorization") or "")
+            # The client's own auth settings: from kubernetes 37 the token is kept under
+            # "BearerToken" (before: "authorization"); this asks the refresh hook either way.
+            setting = cfg.auth_settings().get("BearerToken") or {}
+            return str(setting.get("value") or "")
 
         return cls(str(cfg.host), context, authorization, getattr(cfg, "tls_server_name", None))
 
