@@ -2,7 +2,7 @@
 
 `build()` returns the wire dict a user would write (camelCase, as in a YAML file); `job()`
 returns the parsed `TrainingJob`. Every method returns the builder so calls chain. The builder
-knows only the four upstream kinds' wire names (kept here so tests do not depend on the kind
+knows only the upstream kinds' wire names (kept here so tests do not depend on the kind
 table); any other kind needs `replica_field=` and `container=`.
 """
 
@@ -22,6 +22,8 @@ KIND_WIRE: dict[str, tuple[str, str]] = {
     "MXJob": ("mxReplicaSpecs", "mxnet"),
     "MXNetJob": ("mxReplicaSpecs", "mxnet"),
     "XGBoostJob": ("xgbReplicaSpecs", "xgboost"),
+    "PaddleJob": ("paddleReplicaSpecs", "paddle"),
+    "MPIJob": ("mpiReplicaSpecs", "mpi"),
 }
 
 

@@ -308,8 +308,10 @@ def test_the_state_directories_are_created_private(home: Path, tmp_path: Path) -
         assert directory.stat().st_mode & 0o777 == 0o700, directory
     files = [p for p in home.rglob("*") if p.is_file()]
     assert {p.name for p in files} >= {"job.json", "local.json", "events.jsonl", "worker-0.log"}
+    # Owner only; the job's exec agent (what an MPI launcher runs to reach a worker) must run.
+    executable = {job / "exec-agent"}
     assert {str(p.relative_to(home)): oct(p.stat().st_mode & 0o777) for p in files} == {
-        str(p.relative_to(home)): "0o600" for p in files
+        str(p.relative_to(home)): "0o700" if p in executable else "0o600" for p in files
     }
 
 

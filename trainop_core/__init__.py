@@ -1,4 +1,4 @@
-"""trainop: one operator and one interface for Kubeflow TFJob, PyTorchJob, MXJob and XGBoostJob.
+"""trainop: one operator and one interface for every Kubeflow training job kind (kubeflow.org/v1).
 
 The names below are the public API; everything else is private unless documented as an extension
 point (`trainop_core.kinds.base.Kind` for new kinds, `trainop_core.decorators` for pod decorators,

@@ -6,6 +6,8 @@ The planner, both backends and the client need the same list: replica types in t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from trainop_core.api.job import TrainingJob
 from trainop_core.kinds.base import Kind
 
@@ -40,3 +42,13 @@ def replica_ids(job: TrainingJob, kind: Kind) -> list[str]:
         for rtype, count in replica_counts(job, kind).items()
         for index in range(count)
     ]
+
+
+def launched_rank(kind: Kind, environ: Mapping[str, str]) -> int | None:
+    """The rank the kind's launcher gave this process (`Kind.rank_env`), None where it started
+    none (or the kind has no launcher). Pure."""
+    for name in kind.rank_env:
+        value = environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None

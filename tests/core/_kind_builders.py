@@ -29,7 +29,8 @@ from trainop_core.planner import (
 from trainop_core.planner.pods import REPLICA_INDEX, REPLICA_TYPE
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
-ALL_KINDS = ("TFJob", "PyTorchJob", "MXJob", "XGBoostJob", "JAXJob")
+ALL_KINDS = ("TFJob", "PyTorchJob", "MXJob", "XGBoostJob", "JAXJob", "PaddleJob")
+# MPIJob's launcher pattern (no Services, a launcher that waits) has tests of its own.
 REGISTRY = build_registry(entry_points=False)
 
 
@@ -46,7 +47,7 @@ def builder(kind: str, name: str = "demo") -> JobBuilder:
         return b.workers(2)
     if kind == "MXJob":
         return b.scheduler().servers(1).workers(2)
-    return b.master().workers(2)  # PyTorchJob, XGBoostJob
+    return b.master().workers(2)  # PyTorchJob, XGBoostJob, PaddleJob
 
 
 def job(kind: str, name: str = "demo", **run_policy: Any) -> TrainingJob:
@@ -70,6 +71,7 @@ LEADERS = {
     "MXJob": [("Scheduler", 0)],
     "XGBoostJob": [("Master", 0)],
     "JAXJob": [("Worker", 0), ("Worker", 1)],  # every worker
+    "PaddleJob": [("Master", 0)],
 }
 # A worker pod that is never a leader for the kind (for failure tests).
 FOLLOWER = {
@@ -78,6 +80,7 @@ FOLLOWER = {
     "MXJob": ("Worker", 1),
     "XGBoostJob": ("Worker", 1),
     "JAXJob": ("Worker", 1),
+    "PaddleJob": ("Worker", 1),
 }
 
 

@@ -32,7 +32,7 @@ def test_nothing_outside_its_module_and_the_table_line_knows_about_jax() -> None
     assert mentions == [
         (
             "kinds/table.py",
-            "from trainop_core.kinds import jax, mxnet, pytorch, tensorflow, xgboost",
+            "from trainop_core.kinds import jax, mpi, mxnet, paddle, pytorch, tensorflow, xgboost",
         ),
         ("kinds/table.py", "jax.KIND,  # the fifth kind: its module plus this line"),
     ]

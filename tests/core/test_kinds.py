@@ -26,6 +26,10 @@ DESCRIPTORS = [
      "xgboostjob-port", 9999, RestartPolicy.NEVER, "xgboost", None),
     ("JAXJob", "jaxjobs", ("Worker",), "jax", "jaxjob-port", 6666, RestartPolicy.NEVER, "jax",
      "Worker"),
+    ("PaddleJob", "paddlejobs", ("Master", "Worker"), "paddle", "master", 36543,
+     RestartPolicy.ON_FAILURE, "paddle", "Worker"),
+    ("MPIJob", "mpijobs", ("Launcher", "Worker"), "mpi", "mpi-port", 9999, RestartPolicy.NEVER,
+     "mpi", None),
 ]  # fmt: skip
 
 
@@ -59,20 +63,20 @@ def test_the_registry_finds_kinds_case_insensitively(name: str, expected: str) -
 
 def test_an_unknown_kind_is_a_key_error_that_lists_the_known_ones() -> None:
     with pytest.raises(KeyError, match="known kinds: TFJob, PyTorchJob, MXJob, XGBoostJob"):
-        REGISTRY.get("PaddleJob")
+        REGISTRY.get("LightGBMJob")
 
 
 def test_select_keeps_only_the_enabled_schemes_and_rejects_unknown_names() -> None:
     assert REGISTRY.select(["tfjob", "XGBoostJob"]).names == ("TFJob", "XGBoostJob")
     assert REGISTRY.select([]).names == REGISTRY.names
-    with pytest.raises(ValueError, match="mpijob"):
-        REGISTRY.select(["tfjob", "mpijob"])
+    with pytest.raises(ValueError, match="lightgbmjob"):
+        REGISTRY.select(["tfjob", "lightgbmjob"])
 
 
 def test_kinds_are_found_by_resource_plural() -> None:
     assert REGISTRY.for_plural("xgboostjobs").kind == "XGBoostJob"
     with pytest.raises(KeyError):
-        REGISTRY.for_plural("paddlejobs")
+        REGISTRY.for_plural("lightgbmjobs")
 
 
 def test_every_build_returns_a_fresh_registry_of_the_one_table() -> None:
@@ -82,8 +86,8 @@ def test_every_build_returns_a_fresh_registry_of_the_one_table() -> None:
 
 
 def test_extra_kinds_join_the_registry_but_may_not_reuse_a_name() -> None:
-    custom = dataclasses.replace(jax.KIND, kind="PaddleJob", plural="paddlejobs", aliases=())
-    assert build_registry(entry_points=False, extra=[custom]).get("paddlejob") is custom
+    custom = dataclasses.replace(jax.KIND, kind="LightGBMJob", plural="lightgbmjobs", aliases=())
+    assert build_registry(entry_points=False, extra=[custom]).get("lightgbmjob") is custom
     clash = dataclasses.replace(custom, aliases=("TFJob",))
     with pytest.raises(ValueError, match="tfjob"):
         build_registry(entry_points=False, extra=[clash])
@@ -103,6 +107,9 @@ def test_extra_kinds_join_the_registry_but_may_not_reuse_a_name() -> None:
         ("XGBoostJob", {"Master": 1, "Worker": 2}, {("Master", 0)}),
         ("MXJob", {"Scheduler": 1, "Server": 2, "Worker": 1}, {("Server", 0), ("Server", 1)}),
         ("JAXJob", {"Worker": 3}, {("Worker", 0)}),
+        ("PaddleJob", {"Master": 1, "Worker": 2}, {("Master", 0)}),
+        ("PaddleJob", {"Worker": 2}, set()),
+        ("MPIJob", {"Launcher": 1, "Worker": 2}, {("Launcher", 0)}),
     ],
     ids=[
         "TF chief is the master",
@@ -113,6 +120,9 @@ def test_extra_kinds_join_the_registry_but_may_not_reuse_a_name() -> None:
         "XGBoost Master is the master",
         "MXNet servers carry the master label (upstream quirk)",
         "JAX worker 0 is the master",
+        "Paddle Master is the master",
+        "collective Paddle has no master label (upstream)",
+        "MPI launcher is the master",
     ],
 )
 def test_master_role_per_kind(
@@ -137,6 +147,8 @@ def test_master_role_per_kind(
         ("XGBoostJob", {"Master": 1, "Worker": 2}, "master-0"),
         ("MXJob", {"Scheduler": 1, "Server": 2, "Worker": 2}, "worker-0"),
         ("JAXJob", {"Worker": 3}, "worker-0"),
+        ("PaddleJob", {"Master": 1, "Worker": 2}, "worker-0"),
+        ("MPIJob", {"Launcher": 1, "Worker": 2}, "launcher-0"),
     ],
     ids=[
         "TF chief's output is the result",
@@ -147,6 +159,8 @@ def test_master_role_per_kind(
         "XGBoost master's output is the result",
         "MXNet worker 0 is the result, not a parameter server",
         "JAX worker 0 is the result",
+        "Paddle worker 0 is the result, not the parameter server",
+        "MPI launcher's output (every rank's, through mpirun) is the result",
     ],
 )
 def test_primary_replica_per_kind(kind: str, replicas: dict[str, int], primary: str) -> None:

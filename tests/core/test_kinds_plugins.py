@@ -16,8 +16,8 @@ PLUGIN = """
 import dataclasses
 from trainop_core.kinds import jax
 
-KIND = dataclasses.replace(jax.KIND, kind="PaddleJob", plural="paddlejobs", aliases=())
-NOT_A_KIND = "PaddleJob"
+KIND = dataclasses.replace(jax.KIND, kind="LightGBMJob", plural="lightgbmjobs", aliases=())
+NOT_A_KIND = "LightGBMJob"
 
 def add_label(job, rtype, index, pod):
     pod["metadata"].setdefault("labels", {})["site"] = "lab-1"
@@ -36,9 +36,9 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, entry_po
 def test_an_installed_kind_plugin_joins_the_registry_only_when_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    install(tmp_path, monkeypatch, "site_paddle", "[trainop.kinds]\npaddle = site_paddle:KIND\n")
-    assert build_registry().get("paddlejob").plural == "paddlejobs"
-    assert "PaddleJob" not in build_registry(entry_points=False)
+    install(tmp_path, monkeypatch, "site_lgbm", "[trainop.kinds]\nlgbm = site_lgbm:KIND\n")
+    assert build_registry().get("lightgbmjob").plural == "lightgbmjobs"
+    assert "LightGBMJob" not in build_registry(entry_points=False)
 
 
 def test_an_entry_point_that_is_not_a_kind_is_refused(

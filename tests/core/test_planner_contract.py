@@ -146,6 +146,7 @@ ON_FAILURE_OUTCOME = {
     "MXJob": "Failed",
     "XGBoostJob": "Failed",
     "JAXJob": "Restarting",
+    "PaddleJob": "Restarting",
 }
 
 

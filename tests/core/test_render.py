@@ -25,6 +25,11 @@ def jax_job() -> JobBuilder:
     ).workers(2)
 
 
+def mpi_job() -> JobBuilder:
+    b = make_job("MPIJob", "pi").spec(slotsPerWorker=2).replica("Launcher", 1).workers(2)
+    return b.command(["mpirun", "-np", "4", "python", "pi.py"], "Launcher")
+
+
 def custom_port() -> JobBuilder:
     b = make_job("TFJob", "tf-port").ps().workers(1)
     for rtype in ("PS", "Worker"):
@@ -52,6 +57,9 @@ CASES: dict[str, tuple[Callable[[], JobBuilder], list[str]]] = {
     "xgboost-master-2-workers": (lambda: make_job("XGBoostJob", "xgb").master().workers(2), []),
     "tf-custom-port": (custom_port, ["--namespace", "research"]),
     "jaxjob": (jax_job, []),
+    "paddle-master-2-workers": (lambda: make_job("PaddleJob", "pd").master().workers(2), []),
+    "paddle-collective-2-workers": (lambda: make_job("PaddleJob", "pd").workers(2), []),
+    "mpi-launcher-2-workers": (mpi_job, []),
     "pytorch-volcano": (
         lambda: (
             make_job("PyTorchJob", "gang")

@@ -75,3 +75,12 @@ def test_the_cert_manager_overlay_mounts_the_certificate_the_operator_serves() -
     rbac = {(m["kind"], m["metadata"]["name"]) for m in manifests if "Role" in m["kind"]}
     assert rbac == {("ClusterRole", "training-operator"),
                     ("ClusterRoleBinding", "training-operator")}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(CONFIGURATIONS))
+def test_the_namespaced_overlay_admits_only_its_own_namespace_for_every_kind(kind: str) -> None:
+    config = find(kustomize("overlays/namespaced"), kind)
+    selectors = [hook.get("namespaceSelector") for hook in config["webhooks"]]
+    expected = {"matchLabels": {"kubernetes.io/metadata.name": "kubeflow"}}
+    assert len(selectors) == len(build_registry(entry_points=False).kinds)
+    assert all(selector == expected for selector in selectors), selectors

@@ -65,6 +65,33 @@ EXAMPLES = {
         "timeout_s": 120,
         "measured_s": 2.1,
     },
+    "examples/paddle/collective.yaml": {
+        "replicas": {"Worker": 2},
+        "must_match": [
+            r"rank=0 world_size=2",
+            r"rank=1 world_size=2",
+            r"all_reduce\(rank\+1\)=3 expected=3 OK",
+            r"train_shard=719 of 1437",
+            r"rank=1 weights_identical=True",
+            r"final: world_size=2",
+            r"^accuracy=0\.(8|9)\d+",
+        ],
+        "timeout_s": 240,
+        "measured_s": 12.9,
+    },
+    "examples/mpi/logreg.yaml": {
+        "replicas": {"Launcher": 1, "Worker": 2},
+        "must_match": [
+            r"rank=0 world_size=2 replica=mpi-logreg-worker-0",
+            r"rank=1 world_size=2 replica=mpi-logreg-worker-1",
+            r"allreduce\(rank\+1\)=3 expected=3 OK",
+            r"train_shard=213 of 426",
+            r"rank=1 weights_identical=True",
+            r"^accuracy=0\.9\d+",
+        ],
+        "timeout_s": 240,
+        "measured_s": 4.8,
+    },
     "examples/exitcode/retry.yaml": {
         "replicas": {"Master": 1, "Worker": 1},
         "cleanup": ["/tmp/trainop-flaky-retry"],

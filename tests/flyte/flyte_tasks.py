@@ -10,8 +10,10 @@ from datetime import timedelta
 
 from flytekit import PodTemplate, Resources, task, workflow
 from trainop_flyte import (
+    MPI,
     CleanPodPolicy,
     MXNet,
+    Paddle,
     PyTorch,
     Replica,
     RestartPolicy,
@@ -162,6 +164,31 @@ def mxnet_ps_report(epochs: int) -> dict[str, str]:
     seen = collect_metrics(done.stdout.splitlines())
     who = {"role": os.environ["DMLC_ROLE"], "worker_id": os.environ.get("DMLC_WORKER_ID", "")}
     return {**who, **{name: str(value) for name, value in seen.items()}}
+
+
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # CI is root
+
+
+@task(task_config=MPI(workers=2), environment=MPI_ENV)
+def mpi_allreduce(offset: int) -> dict[str, str]:
+    """mpirun on the launcher starts one rank per worker, each running this function in its
+    worker's environment; the task's value is rank 0's."""
+    from mpi4py import MPI as mpi
+
+    comm = mpi.COMM_WORLD
+    return {
+        "sum": str(comm.allreduce(comm.Get_rank() + 1) + offset),
+        "size": str(comm.Get_size()),
+        "rank": str(comm.Get_rank()),
+        "replica": f"{os.environ['TRAINOP_REPLICA_TYPE']}-{os.environ['TRAINOP_REPLICA_INDEX']}",
+    }
+
+
+@task(task_config=Paddle(workers=2))
+def paddle_env() -> dict[str, str]:
+    """Collective PaddleJob: every worker sees the rendezvous on worker 0; the value is worker
+    0's (it resolves its own pod IP through the downward API)."""
+    return _env("PADDLE_MASTER", "PADDLE_NNODES", "PADDLE_JOB_ID", "TRAINOP_REPLICA_INDEX")
 
 
 # --- serialised only (golden files) -----------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trainop_flyte
 from flytekit import Resources, task
-from trainop_flyte import MXNet, PyTorch, Replica, TensorFlow, TrainingJob, XGBoost
+from trainop_flyte import MPI, MXNet, Paddle, PyTorch, Replica, TensorFlow, TrainingJob, XGBoost
 from trainop_flyte.compat import CompatError
 from trainop_flyte.spec import Container, build_job, job_manifest
 
@@ -27,6 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
         (PyTorch(workers=3, master=False), "PyTorchJob", {"Worker": 3}),
         (TensorFlow(workers=2, chief=True, ps=1), "TFJob", {"Chief": 1, "PS": 1, "Worker": 2}),
         (XGBoost(workers=2), "XGBoostJob", {"Master": 1, "Worker": 2}),
+        (Paddle(workers=2), "PaddleJob", {"Worker": 2}),
+        (Paddle(workers=2, master=True), "PaddleJob", {"Master": 1, "Worker": 2}),
+        (MPI(workers=2, slots=2), "MPIJob", {"Launcher": 1, "Worker": 2}),
         (MXNet(workers=2, servers=1), "MXJob", {"Scheduler": 1, "Server": 1, "Worker": 2}),
         (TrainingJob(kind="MXNetJob", replicas={"worker": 1}), "MXJob", {"Worker": 1}),
     ],
@@ -108,7 +111,9 @@ def test_the_manifest_leaves_namespace_to_flyte_unless_the_config_sets_one() -> 
 def test_the_public_api_is_listed_once() -> None:
     assert sorted(trainop_flyte.__all__) == [
         "CleanPodPolicy",
+        "MPI",
         "MXNet",
+        "Paddle",
         "PyTorch",
         "Replica",
         "RestartPolicy",

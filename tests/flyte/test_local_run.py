@@ -122,3 +122,18 @@ def test_an_mxnet_function_task_returns_worker_0s_result_not_a_parameter_servers
 
     assert (report["role"], report["worker_id"]) == ("worker", "0")
     assert 0.5 < float(report["accuracy"]) <= 1.0  # worker 0 printed the example's metrics
+
+
+@pytest.mark.slow
+def test_an_mpi_task_runs_its_function_in_every_rank_and_returns_rank_0_s_value() -> None:
+    report = flyte_tasks.mpi_allreduce(offset=10)
+
+    assert report == {"sum": "13", "size": "2", "rank": "0", "replica": "Worker-0"}
+
+
+def test_a_paddle_task_runs_in_every_worker_with_the_rendezvous_on_worker_0() -> None:
+    report = flyte_tasks.paddle_env()
+
+    assert report["TRAINOP_REPLICA_INDEX"] == "0"
+    assert (report["PADDLE_NNODES"], report["PADDLE_JOB_ID"] != "") == ("2", True)
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", report["PADDLE_MASTER"])

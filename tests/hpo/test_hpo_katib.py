@@ -38,7 +38,13 @@ SPACE = {
     "batch": "choice:16,32,64",
 }
 # kind -> the replica type the script runs in (the others run it too, unchanged)
-KINDS = {"TFJob": "Worker", "PyTorchJob": "Master", "MXJob": "Worker", "XGBoostJob": "Master"}
+KINDS = {
+    "TFJob": "Worker",
+    "PyTorchJob": "Master",
+    "MXJob": "Worker",
+    "XGBoostJob": "Master",
+    "PaddleJob": "Master",
+}
 
 
 def template(kind: str) -> dict[str, Any]:
@@ -74,7 +80,13 @@ def test_the_experiment_matches_its_golden_file(kind: str) -> None:
 
 
 # The replica whose metrics are the trial's, as the core defines it per kind.
-PRIMARY = {"TFJob": "worker", "PyTorchJob": "master", "MXJob": "worker", "XGBoostJob": "master"}
+PRIMARY = {
+    "TFJob": "worker",
+    "PyTorchJob": "master",
+    "MXJob": "worker",
+    "XGBoostJob": "master",
+    "PaddleJob": "worker",
+}
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -102,6 +114,19 @@ def test_the_trial_template_wraps_the_job_with_the_kinds_primary_container(kind:
     assert spec["maxFailedTrialCount"] == 20  # as Ray Tune: failures never end the search
     assert spec["algorithm"] == {"algorithmName": "random"}
     assert katib_problems(experiment) == []
+
+
+def test_an_mpijob_trial_is_read_from_its_launcher_s_container_whatever_its_name() -> None:
+    """mpirun forwards every rank's output to the launcher; MPI containers may have any name."""
+    args = [f"--{name}=${{trialParameters.{name}}}" for name in SPACE]
+    job = make_job("MPIJob", "mnist").replica("Launcher", 1).workers(2)
+    job.container("Launcher", name="mpi-launcher", command=["mpirun", "python", "train.py", *args])
+    trial = katib_experiment(job.build(), SPACE, "loss")["spec"]["trialTemplate"]
+    assert trial["primaryContainerName"] == "mpi-launcher"
+    assert trial["primaryPodLabels"] == {
+        "training.kubeflow.org/replica-type": "launcher",
+        "training.kubeflow.org/replica-index": "0",
+    }
 
 
 def test_the_mxjob_primary_pod_is_worker_0_not_the_servers_with_the_master_label() -> None:

@@ -88,3 +88,23 @@ def test_relative_paths_resolve_against_the_template_file(client: TrainingClient
         result = trial.result(timeout=60)
     assert result.state == "Succeeded", result
     assert result.metrics["loss"] == pytest.approx(quadratic_loss(0.01, 5))
+
+
+@pytest.mark.slow
+def test_an_mpijob_trial_reads_rank_0_s_metrics_through_the_launcher(
+    client: TrainingClient,
+) -> None:
+    """The trial's primary replica is MPI's launcher: mpirun forwards rank 0's `name=value`
+    lines there (examples/mpi, its learning rate a trial parameter)."""
+    import yaml
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "mpi" / "logreg.yaml"
+    job = yaml.safe_load(example.read_text())
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["command"] += ["--lr", "${trialParameters.lr}", "--epochs", "50"]
+    job["metadata"]["namespace"] = "hpo"
+    runner = TrialRunner(job, client, namespace="hpo", workdir=example.parent)
+    with runner.start({"lr": 0.3}, trial_id="mpi") as trial:
+        result = trial.result()
+    assert result.state == "Succeeded", result
+    assert result.metrics["accuracy"] > 0.9

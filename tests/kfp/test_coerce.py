@@ -105,10 +105,15 @@ def test_a_fractional_value_in_an_int_field_is_kept_for_validation_to_report() -
     assert coerced["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2.5
 
 
-@pytest.mark.parametrize("kind", ["TFJob", "PyTorchJob", "MXJob", "XGBoostJob"])
+@pytest.mark.parametrize(
+    "kind", ["TFJob", "PyTorchJob", "MXJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob"]
+)
 def test_every_kind_loads_strictly_after_a_struct_round_trip(kind: str) -> None:
-    builder = make_job(kind, "roundtrip").run_policy(backoffLimit=3)
+    wire = {"replica_field": "jaxReplicaSpecs", "container": "jax"} if kind == "JAXJob" else {}
+    builder = make_job(kind, "roundtrip", **wire).run_policy(backoffLimit=3)
     job = builder.workers(2, command=["python", "train.py"]).build()
+    if kind == "MPIJob":  # a struct turns every number into a float: slotsPerWorker too
+        job = builder.replica("Launcher", 1, command=["mpirun"]).spec(slotsPerWorker=2).build()
     if kind == "MXJob":
         job = make_job(kind, "roundtrip").scheduler(command=["s"]).servers(1, command=["s"])
         job = job.workers(2, command=["w"]).run_policy(backoffLimit=3).build()
@@ -117,3 +122,5 @@ def test_every_kind_loads_strictly_after_a_struct_round_trip(kind: str) -> None:
 
     assert loaded.spec.run_policy.backoff_limit == 3
     assert {t: s.replicas for t, s in loaded.spec.replica_specs.items()}["Worker"] == 2
+    if kind == "MPIJob":
+        assert loaded.spec.slots_per_worker == 2  # type: ignore[attr-defined]  # MPIJobSpec's

@@ -46,6 +46,9 @@ SUCCESS_JOBS = {
         make_job("MXJob", "mx").scheduler(command=OK).servers(command=OK).workers(1, command=OK)
     ),
     "XGBoostJob": lambda: make_job("XGBoostJob", "xgb").master(command=OK).workers(1, command=OK),
+    "PaddleJob": lambda: make_job("PaddleJob", "pd").master(command=OK).workers(2, command=OK),
+    # the workers only host ranks (sleep 365d); the launcher decides, cleanPodPolicy stops them
+    "MPIJob": lambda: make_job("MPIJob", "mpi").replica("Launcher", command=OK).workers(2),
 }
 
 
@@ -74,6 +77,8 @@ FAILING_JOBS = {
     "XGBoostJob": lambda: (
         make_job("XGBoostJob", "xgb").master(command=FAIL).workers(1, command=SLEEP)
     ),
+    "PaddleJob": lambda: make_job("PaddleJob", "pd").master(command=SLEEP).workers(1, command=FAIL),
+    "MPIJob": lambda: make_job("MPIJob", "mpi").replica("Launcher", command=FAIL).workers(1),
 }
 
 

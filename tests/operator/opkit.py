@@ -40,6 +40,8 @@ PLURALS = {
     "MXJob": "mxjobs",
     "XGBoostJob": "xgboostjobs",
     "JAXJob": "jaxjobs",
+    "PaddleJob": "paddlejobs",
+    "MPIJob": "mpijobs",
 }
 JOB_LABEL = "training.kubeflow.org/job-name"
 

@@ -26,7 +26,8 @@ SHAPES: dict[str, tuple[dict[str, int], str]] = {
     "MXJob": ({"Scheduler": 1, "Server": 1, "Worker": 1}, "DMLC_ROLE"),
     "XGBoostJob": ({"Master": 1, "Worker": 1}, "MASTER_ADDR"),
     "JAXJob": ({"Worker": 2}, "COORDINATOR_ADDRESS"),
-}
+    "PaddleJob": ({"Master": 1, "Worker": 1}, "PADDLE_MASTER"),
+}  # MPIJob's launcher pattern has a suite of its own (test_op_mpi.py)
 KINDS = {k.kind: k for k in build_registry(entry_points=False)}
 kind_names = pytest.mark.parametrize("kind_name", list(SHAPES), ids=[f"a {k}" for k in SHAPES])
 

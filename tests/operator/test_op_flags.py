@@ -51,9 +51,9 @@ def test_enable_scheme_is_repeatable_and_case_insensitive() -> None:
 def test_an_unknown_scheme_exits_2_listing_the_known_kinds(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["--enable-scheme", "MPIJob"]) == 2
+    assert main(["--enable-scheme", "LightGBMJob"]) == 2
     err = capsys.readouterr().err
-    assert "MPIJob" in err and "PyTorchJob" in err and "XGBoostJob" in err
+    assert "LightGBMJob" in err and "PyTorchJob" in err and "MPIJob" in err and "PaddleJob" in err
 
 
 def test_inconsistent_lease_timings_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

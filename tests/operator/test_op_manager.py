@@ -39,9 +39,11 @@ def test_one_watch_per_resource_type_is_shared_by_every_controller(
         "mxjobs": 1,
         "xgboostjobs": 1,
         "jaxjobs": 1,
+        "paddlejobs": 1,
+        "mpijobs": 1,
         "pods": 1,
         "services": 1,
-    }
+    }  # MPIJob's ConfigMaps and RBAC objects are written, never watched (no cluster-wide caches)
 
 
 def test_namespace_mode_ignores_other_namespaces(cluster: Cluster, run_operator: Start) -> None:

@@ -34,6 +34,10 @@ TRAINING = [
     pytest.param("examples/pytorch/ddp.yaml", marks=pytest.mark.slow, id="PyTorch DDP"),
     pytest.param("examples/tensorflow/mwms.yaml", marks=pytest.mark.slow, id="TensorFlow MWMS"),
     pytest.param("examples/xgboost/dist.yaml", marks=pytest.mark.slow, id="XGBoost collective"),
+    pytest.param("examples/paddle/collective.yaml", marks=pytest.mark.slow, id="Paddle collective"),
+    # mpirun on the launcher's node starts each rank on its worker's node, through the worker's
+    # actor (trainop_core.backends.ray.rsh): the ranks' collective crosses the nodes.
+    pytest.param("examples/mpi/logreg.yaml", marks=pytest.mark.slow, id="MPI ranks on workers"),
 ]
 
 

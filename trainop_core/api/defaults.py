@@ -23,12 +23,14 @@ JobT = TypeVar("JobT", bound=TrainingJob)
 def apply_defaults(job: JobT, kind: Kind) -> JobT:
     """A defaulted deep copy of `job`. Idempotent: defaulting a defaulted job changes nothing."""
     defaulted = job.model_copy(deep=True)
+    defaulted.spec.replica_specs = normalise_replica_types(defaulted.spec.replica_specs, kind)
+    counts = dict(kind.default_replicas)
+    for rtype, spec in defaulted.spec.replica_specs.items():
+        _default_replica(spec, kind, counts.get(rtype, 1))
+    kind.default(defaulted)
+    # After the kind's own defaults: MPIJob fills it from its legacy spec.cleanPodPolicy first.
     if defaulted.spec.run_policy.clean_pod_policy is None:
         defaulted.spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
-    defaulted.spec.replica_specs = normalise_replica_types(defaulted.spec.replica_specs, kind)
-    for spec in defaulted.spec.replica_specs.values():
-        _default_replica(spec, kind)
-    kind.default(defaulted)
     return defaulted
 
 
@@ -46,12 +48,13 @@ def normalise_replica_types(specs: dict[str, ReplicaSpec], kind: Kind) -> dict[s
     return result
 
 
-def _default_replica(spec: ReplicaSpec, kind: Kind) -> None:
+def _default_replica(spec: ReplicaSpec, kind: Kind, replicas: int) -> None:
     if spec.replicas is None:
-        spec.replicas = 1
+        spec.replicas = replicas
     if spec.restart_policy is None:
         spec.restart_policy = kind.default_restart_policy
-    _default_port(spec, kind)
+    if kind.adds_default_port:
+        _default_port(spec, kind)
 
 
 def _default_port(spec: ReplicaSpec, kind: Kind) -> None:

@@ -133,7 +133,9 @@ def _check_containers(template: Mapping[str, Any], kind: Kind, path: str) -> lis
         for index, container in enumerate(listed)
         if not container.get("image")
     ]
-    if not any(c.get("name") == kind.default_container for c in listed):
+    if kind.requires_default_container and not any(
+        c.get("name") == kind.default_container for c in listed
+    ):
         message = (
             f'no container named "{kind.default_container}": {kind.kind} runs the training '
             f'process in the container named "{kind.default_container}"'

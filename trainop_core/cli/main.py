@@ -32,8 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trainop",
         description=(
-            "Run Kubeflow TFJob, PyTorchJob, MXJob and XGBoostJob files unchanged: on this machine "
-            "(the default), on Kubernetes, or as the Kubernetes operator itself."
+            "Run Kubeflow training job files (kubeflow.org/v1: TFJob, PyTorchJob, MPIJob, ...; "
+            "`trainop crds` lists every kind) unchanged: on this machine (the default), on "
+            "Kubernetes, or as the Kubernetes operator itself."
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

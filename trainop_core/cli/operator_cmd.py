@@ -11,7 +11,7 @@ def register(subparsers: Any) -> None:
 
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "operator",
-        help="run the Kubernetes operator (TFJob, PyTorchJob, MXJob, XGBoostJob controllers)",
+        help="run the Kubernetes operator (a controller per kind; --enable-scheme picks)",
         description="Run the training operator against the cluster of --kubeconfig (else "
         "in-cluster): the controllers, and the admission webhooks that validate and default "
         "jobs (--webhook-*). Upstream training-operator v1's flags, and --decorators.",

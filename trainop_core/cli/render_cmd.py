@@ -1,9 +1,12 @@
 """`trainop render FILE`: every object the operator would create for FILE's jobs on Kubernetes.
 
-Output is one `kind: List` (PodGroup first when gang scheduling is asked for, then pods, then
-services), exactly as the planner builds them on a job's first reconcile, defaults applied, and
-decorated as the operator decorates them: the decorator configuration of `--decorators` (default
-`$TRAINOP_DECORATORS`) runs its in-process decorators and calls its decorator servers.
+Output is one `kind: List` (PodGroup first when gang scheduling is asked for, then the kind's
+other objects such as MPIJob's ConfigMap and launcher RBAC, then pods, then services), exactly as
+the planner builds them on a job's first reconcile, defaults applied, and decorated as the
+operator decorates them: the decorator configuration of `--decorators` (default
+`$TRAINOP_DECORATORS`) runs its in-process decorators and calls its decorator servers; pods that
+wait for others to run (MPIJob's launcher) follow as the reconcile that sees those running creates
+them.
 """
 
 from __future__ import annotations
@@ -17,13 +20,22 @@ from typing import Any
 
 import yaml
 
+from trainop_core.api.bounds import total_replicas
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import utc_now
 from trainop_core.api.validation import prepare_all
 from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
 from trainop_core.errors import InvalidJobError, Problem, TerminalError
 from trainop_core.kinds.base import Kind
-from trainop_core.planner import KubernetesAddressing, Observed, PlanOptions, plan
+from trainop_core.planner import (
+    KubernetesAddressing,
+    Observed,
+    ObservedPod,
+    Plan,
+    PlanOptions,
+    plan,
+)
+from trainop_core.planner.pods import REPLICA_INDEX, REPLICA_TYPE
 
 # Stands in for the uid the API server would assign; derived from the job's identity so that
 # renders are stable and several jobs in one file stay distinguishable.
@@ -87,8 +99,27 @@ def render_objects(
             warn(f"{kind.kind} {placed.key}: {message}")
         first = decorated.plan
         items += [first.pod_group] if first.pod_group else []
-        items += first.create_pods + first.create_services
+        items += first.apply_objects + first.create_pods + _waiting_pods(placed, kind, first)
+        items += first.create_services
     return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _waiting_pods(job: TrainingJob, kind: Kind, first: Plan) -> list[dict[str, Any]]:
+    """Pods a first reconcile holds back (`Kind.start_after`), as the reconcile that sees the
+    first pods running creates them."""
+    if len(first.create_pods) >= total_replicas(job):
+        return []
+    running = tuple(
+        ObservedPod(
+            name=pod["metadata"]["name"],
+            replica_type=kind.canonical_replica_type(pod["metadata"]["labels"][REPLICA_TYPE]),
+            index=int(pod["metadata"]["labels"][REPLICA_INDEX]),
+            phase="Running",
+        )
+        for pod in first.create_pods
+    )
+    later = plan(job, kind, Observed(pods=running), utc_now(), KubernetesAddressing(job, kind))
+    return later.create_pods
 
 
 def dump(objects: dict[str, Any], output: str) -> str:
@@ -101,8 +132,6 @@ MAX_RENDERED_REPLICAS = 10_000  # a 2**31-replica job is valid, but not somethin
 
 
 def _check_size(jobs: Sequence[tuple[Kind, TrainingJob]], origin: str) -> None:
-    from trainop_core.api.bounds import total_replicas
-
     total = sum(total_replicas(job) for _, job in jobs)
     if total > MAX_RENDERED_REPLICAS:
         message = f"the job(s) have {total} replicas; render prints at most {MAX_RENDERED_REPLICAS}"
@@ -132,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "render",
-        help="print the pods, services and PodGroup the operator would create",
+        help="print the pods, services, PodGroup and other objects the operator would create",
         description=__doc__,
     )
     parser.add_argument("file", help="a job file (YAML or JSON, several documents allowed)")

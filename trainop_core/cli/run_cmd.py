@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
         "run",
         help="run a job and follow it to the end",
         description=(
-            "Validate FILE (one TFJob, PyTorchJob, MXJob or XGBoostJob), start it, stream every "
+            "Validate FILE (one job of any kind: TFJob, MPIJob, ...), start it, stream every "
             "replica's output prefixed `master-0 | ...` on stdout and its progress on stderr "
             "(a refreshing line on a terminal, a line per change otherwise), and wait until it "
             "Succeeded or Failed. Exit codes: 0 Succeeded, 1 Failed, 2 invalid input (nothing "

@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
         "submit",
         help="start a job and return at once",
         description=(
-            "Validate FILE (one TFJob, PyTorchJob, MXJob or XGBoostJob) and start it. Returns as "
+            "Validate FILE (one job of any kind: TFJob, MPIJob, ...) and start it. Returns as "
             "soon as the job exists; follow it with `trainop get`, `trainop logs -f`. Exit codes: "
             "0 created, 2 invalid file or name taken (nothing was started)."
         ),

@@ -1,7 +1,8 @@
 """What a job kind is: a frozen description plus a few hooks. A kind holds no reconcile logic.
 
-Adding a kind (PaddleJob, a site's own) is one module that builds a `Kind` and one line in
-`trainop_core.kinds.table` (or an entry point in the `trainop.kinds` group for third parties).
+Adding a kind (a new upstream one, or a site's own) is one module that builds a `Kind` and one
+line in `trainop_core.kinds.table` (or an entry point in the `trainop.kinds` group for third
+parties).
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ class Addressing(Protocol):
     def waits_for_dns(self) -> bool:
         """True where replicas find each other through DNS that may lag (Kubernetes)."""
         ...
+
+
+# Settings a process backend (local, Ray) gives kind hooks through ClusterContext.kind_options:
+# the program that runs a command in another replica's environment (`AGENT HOST COMMAND...`,
+# what an MPI launcher's rsh agent is; Kubernetes has `kubectl exec`), and the directory where
+# the ConfigMaps a kind plans (Kind.objects) are written as files (<dir>/<name>/<key>).
+EXEC_AGENT_OPTION = "process.exec_agent"
+CONFIGMAP_DIR_OPTION = "process.configmap_dir"
 
 
 @dataclass(frozen=True)
@@ -85,8 +94,12 @@ class MasterRoleHook(Protocol):
 class StatusHook(Protocol):
     def __call__(
         self, job: TrainingJob, counts: Mapping[str, ReplicaCounts], worker0_succeeded: bool
-    ) -> Verdict:
-        """Upstream's per-kind UpdateJobStatus rule, as a pure function of the counts."""
+    ) -> Verdict | Sequence[Verdict]:
+        """Upstream's per-kind UpdateJobStatus rule, as a pure function of the counts.
+
+        A sequence is applied in order, as upstream sets one condition after another in one
+        pass (TF records Running before the Failed that ends the job in the same round). Pure.
+        """
         ...
 
 
@@ -108,6 +121,41 @@ class PodHook(Protocol):
         ...
 
 
+class ObjectsHook(Protocol):
+    def __call__(
+        self, ctx: ClusterContext, running: Mapping[str, Sequence[int]]
+    ) -> list[dict[str, Any]]:
+        """Objects the kind needs besides pods and services while the job runs (MPI's ConfigMap
+        and launcher RBAC), each with apiVersion, kind, metadata.name and its content; the
+        planner adds namespace and owner. `running`: indices of the Running pods per replica
+        type. Backends create what is missing and replace what differs. Pure."""
+        ...
+
+
+class ProgramHook(Protocol):
+    def __call__(self, rtype: str, argv: Sequence[str]) -> list[str] | None:
+        """How one program an integration runs as a job (a Flyte task's function, ...) starts in
+        replica type `rtype`: its main container's argv, or None for the kind's idle command
+        (MPI: the launcher runs `mpirun ... argv`, which starts the ranks in the workers). Pure."""
+        ...
+
+
+class StartAfterHook(Protocol):
+    def __call__(self, ctx: ClusterContext) -> Mapping[str, str]:
+        """Replica types whose pods the planner creates only once every pod of another type
+        runs (type -> the type it waits for): where the pods cannot wait themselves (MPI's
+        launcher on a process backend; on Kubernetes its init container waits). Pure."""
+        ...
+
+
+def no_waiting(ctx: ClusterContext) -> Mapping[str, str]:
+    return {}
+
+
+def run_everywhere(rtype: str, argv: Sequence[str]) -> list[str] | None:
+    return list(argv)  # every replica runs the program itself
+
+
 def _no_problems(job: TrainingJob) -> list[Problem]:
     return []
 
@@ -118,6 +166,10 @@ def _no_defaults(job: TrainingJob) -> None:
 
 def _no_pod_changes(ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]) -> None:
     return None
+
+
+def _no_objects(ctx: ClusterContext, running: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+    return []
 
 
 @dataclass(frozen=True)
@@ -154,6 +206,23 @@ class Kind:
     # pairs, and a warning every job of the kind gets (the kind itself is deprecated).
     deprecated_fields: tuple[tuple[str, str], ...] = ()
     deprecation: str = ""
+    # The launcher pattern (MPIJob): objects planned besides pods and services; replica types
+    # whose pods are created only once every pod of another type runs; replica counts other
+    # than 1 when unset ((type, count) pairs); and kinds whose replicas are reached by exec
+    # rather than through a Service and a named port.
+    objects: ObjectsHook = _no_objects
+    start_after: StartAfterHook = no_waiting
+    # (type, command) pairs: what the main container of a replica type that only hosts work
+    # started from elsewhere runs when it names no command (MPI's workers: sleep 365d).
+    idle_commands: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # An integration's program across the job's replicas; where a launcher starts its processes,
+    # the env through which it tells each its rank (the process of rank 0 is then the primary).
+    program: ProgramHook = run_everywhere
+    rank_env: tuple[str, ...] = ()
+    default_replicas: tuple[tuple[str, int], ...] = ()
+    services: bool = True  # a headless Service per replica
+    adds_default_port: bool = True  # the port_name port is added to the default container
+    requires_default_container: bool = True  # a container must be named default_container
 
     @property
     def singular(self) -> str:

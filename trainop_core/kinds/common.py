@@ -6,7 +6,7 @@ Nothing here knows about one particular kind; each kind module stays a descripti
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import ReplicaSpec, RestartPolicy
@@ -83,6 +83,8 @@ def worker_style_status(
 ) -> Verdict:
     """PyTorch's rule: `leader` decides success and running; any type's failures restart or fail.
 
+    `name` is how the success and running messages name the job (upstream: `ns/name` in
+    worker-only jobs); failure messages always say the bare name, as upstream's do.
     `early_success` is PyTorch's elastic rule: one succeeded worker is enough.
     """
     verdicts: list[Verdict] = []
@@ -95,5 +97,21 @@ def worker_style_status(
     for rtype, c in counts.items():
         if c.failed > 0 and c.replicas > c.succeeded + c.active:
             restart = c.restart_policy != RestartPolicy.NEVER
-            verdicts.append(failure_verdict(job.kind, name, rtype, c, restart=restart))
+            verdicts.append(failure_verdict(job.kind, job.name, rtype, c, restart=restart))
     return strongest(verdicts)
+
+
+class ElasticBounds(Protocol):
+    min_replicas: int | None
+    max_replicas: int | None
+
+
+def default_elastic_bounds(policy: ElasticBounds, workers: int | None) -> None:
+    """Upstream's elasticPolicy defaulting, the same for every kind with min/max bounds: a
+    missing bound copies the other; with neither, both become the Worker count."""
+    if policy.min_replicas is None and policy.max_replicas is None:
+        policy.min_replicas = policy.max_replicas = workers
+    elif policy.min_replicas is None:
+        policy.min_replicas = policy.max_replicas
+    elif policy.max_replicas is None:
+        policy.max_replicas = policy.min_replicas

@@ -13,6 +13,7 @@ from trainop_core.api.types import ApiModel, NonNegInt, ReplicaSpec, RestartPoli
 from trainop_core.errors import Problem
 from trainop_core.kinds.base import ClusterContext, Kind, ReplicaCounts, Verdict
 from trainop_core.kinds.common import (
+    default_elastic_bounds,
     env_var,
     exactly_one,
     replica_spec,
@@ -204,13 +205,8 @@ def pytorch_default(job: TrainingJob) -> None:
     if policy is None:
         return
     worker = replica_spec(job, WORKER)
-    if policy.min_replicas is None and policy.max_replicas is None:
-        count = worker.replicas if worker is not None and worker.replicas is not None else 1
-        policy.min_replicas = policy.max_replicas = count
-    elif policy.min_replicas is None:
-        policy.min_replicas = policy.max_replicas
-    elif policy.max_replicas is None:
-        policy.max_replicas = policy.min_replicas
+    count = worker.replicas if worker is not None and worker.replicas is not None else 1
+    default_elastic_bounds(policy, count)
 
 
 def _init_container(ctx: ClusterContext) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points as installed_entry_points
 
-from trainop_core.kinds import jax, mxnet, pytorch, tensorflow, xgboost
+from trainop_core.kinds import jax, mpi, mxnet, paddle, pytorch, tensorflow, xgboost
 from trainop_core.kinds.base import Kind
 
 ENTRY_POINT_GROUP = "trainop.kinds"
@@ -25,6 +25,8 @@ def builtin_kinds() -> tuple[Kind, ...]:
         mxnet.KIND,
         xgboost.KIND,
         jax.KIND,  # the fifth kind: its module plus this line
+        paddle.KIND,
+        mpi.KIND,
     )
 
 

@@ -25,7 +25,6 @@ from trainop_core.kinds.common import (
     SUCCEEDED,
     env_var,
     replica_spec,
-    strongest,
     total_replicas,
 )
 
@@ -111,48 +110,63 @@ def tensorflow_is_master(replicas: Mapping[str, int], rtype: str, index: int) ->
     return rtype == WORKER and index == 0
 
 
-def _success(job: TrainingJob, counts: Mapping[str, ReplicaCounts], worker0_ok: bool) -> Verdict:
-    done = Verdict(SUCCEEDED, f"TFJob {job.key} successfully completed.")
-    running = Verdict(RUNNING, f"TFJob {job.key} is running.")
-    leaders = [counts[r] for r in LEADERS if r in counts]
-    if leaders:
-        if all(c.replicas - c.succeeded == 0 for c in leaders):
-            return done
-        return running if any(c.active > 0 for c in leaders) else Verdict("")
-    worker = counts.get(WORKER)
-    if worker is None:
-        return Verdict("")
-    policy = _spec(job).success_policy or SuccessPolicy.DEFAULT
+# Upstream's UpdateJobStatus walks the replica types in this order (unknown types are not read).
+STATUS_ORDER = (CHIEF, EVALUATOR, MASTER, PS, WORKER)
+
+
+def _progress(job: TrainingJob, rtype: str, c: ReplicaCounts, led: bool, worker0_ok: bool) -> str:
+    """What `rtype` says about success: Succeeded, Running or "" (nothing)."""
+    if led:  # a Chief or Master decides
+        if rtype not in LEADERS:
+            return ""
+        return SUCCEEDED if c.replicas - c.succeeded == 0 else RUNNING if c.active > 0 else ""
+    if rtype != WORKER:
+        return ""
     # Default policy: worker 0 plays the chief, its clean exit ends the job.
-    if worker.replicas - worker.succeeded == 0 or (
-        worker0_ok and policy != SuccessPolicy.ALL_WORKERS
-    ):
-        return done
-    return running if worker.active > 0 else Verdict("")
+    all_workers = (_spec(job).success_policy or SuccessPolicy.DEFAULT) == SuccessPolicy.ALL_WORKERS
+    if c.replicas - c.succeeded == 0 or (worker0_ok and not all_workers):
+        return SUCCEEDED
+    return RUNNING if c.active > 0 else ""
 
 
-def _is_restarting(job: TrainingJob) -> bool:
-    conditions = job.status.conditions if job.status else []
-    return any(
-        c.type == ConditionType.RESTARTING and c.status == ConditionStatus.TRUE for c in conditions
-    )
+def _restarting(job: TrainingJob) -> Verdict | None:
+    """The Restarting condition this round already holds (upstream puts it back as it was)."""
+    for c in job.status.conditions if job.status else []:
+        if c.type == ConditionType.RESTARTING and c.status == ConditionStatus.TRUE:
+            return Verdict(RESTARTING, c.message or f"TFJob {job.key} is restarting.")
+    return None
 
 
-def _failure(job: TrainingJob, rtype: str, counts: ReplicaCounts) -> Verdict:
-    if _is_restarting(job):
-        return Verdict(RESTARTING, f"TFJob {job.key} is restarting.", rtype)
+def _failure(job: TrainingJob, rtype: str, counts: ReplicaCounts) -> Verdict | None:
+    restarting = _restarting(job)
+    if restarting is not None:
+        return restarting
     if _spec(job).enable_dynamic_worker and rtype == WORKER:
-        return Verdict("")  # dynamic workers come and go; losing one does not end the job
+        return None  # dynamic workers come and go; losing one does not end the job
     msg = f"TFJob {job.key} has failed because {counts.failed} {rtype} replica(s) failed."
     return Verdict(FAILED, msg, rtype)
 
 
 def tensorflow_status(
     job: TrainingJob, counts: Mapping[str, ReplicaCounts], worker0_succeeded: bool
-) -> Verdict:
-    verdicts = [_success(job, counts, worker0_succeeded)]
-    verdicts += [_failure(job, r, c) for r, c in counts.items() if c.failed > 0]
-    return strongest(verdicts)
+) -> list[Verdict]:
+    """Upstream's pass over the replica types, one condition after another: a Chief that is
+    still active records Running before a Worker's failure ends the job; a later Failed cannot
+    undo an earlier one. Where upstream would append Failed after Succeeded in the same pass
+    (the chief succeeded, workers failed), the chief decides: the job Succeeded."""
+    led = any(r in counts for r in LEADERS)
+    verdicts: list[Verdict] = []
+    for rtype in (r for r in STATUS_ORDER if r in counts):
+        c = counts[rtype]
+        state = _progress(job, rtype, c, led, worker0_succeeded)
+        if state == SUCCEEDED:
+            return [*verdicts, Verdict(SUCCEEDED, f"TFJob {job.key} successfully completed.")]
+        if state == RUNNING:
+            verdicts.append(Verdict(RUNNING, f"TFJob {job.key} is running."))
+        failure = _failure(job, rtype, c) if c.failed > 0 else None
+        if failure is not None:
+            verdicts.append(failure)
+    return verdicts
 
 
 def tensorflow_validate(job: TrainingJob) -> list[Problem]:

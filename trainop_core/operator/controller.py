@@ -161,6 +161,7 @@ class JobController:
         ns, _, name = key.rpartition("/")
         for exp_key in expectation_keys(self.kind, ns, name):
             self.expectations.forget(exp_key)
+        self.applier.objects.forget(ns, name)
         with self._lock:
             self._fresher.pop(key, None)
 

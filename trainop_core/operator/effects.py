@@ -24,6 +24,7 @@ from trainop_core.kinds.base import Kind
 from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.kube import PODS, SERVICES, ApiError, KubeClient, Obj, Resource
 from trainop_core.operator.metrics import OperatorMetrics
+from trainop_core.operator.objects import ObjectWriter
 from trainop_core.operator.recorder import EventRecorder
 from trainop_core.planner.types import Plan
 
@@ -80,6 +81,10 @@ class Applier:
     pod_group_resource: Resource | None = None
     # Writes a reconcile's children several at a time (upstream writes them one after another).
     pool: Executor | None = None
+    objects: ObjectWriter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.objects = ObjectWriter(self.client, self.record, self.kind.kind)
 
     def apply(
         self,
@@ -95,7 +100,8 @@ class Applier:
         annotated one when the status was written too).
         """
         out = Outcome()
-        creates = bool(plan.create_pods or plan.create_services)
+        pending = self.objects.pending(job, plan.apply_objects)
+        creates = bool(plan.create_pods or plan.create_services or pending)
         if creates:
             cached = job
             try:
@@ -111,8 +117,9 @@ class Applier:
         self._delete(job, PODS, plan.delete_pods, pods_key, out)
         self._delete(job, SERVICES, plan.delete_services, services_key, out)
         self._pod_group(job, plan, pod_group, out)
-        self._create(job, PODS, plan.create_pods, pods_key, out)
-        self._create(job, SERVICES, plan.create_services, services_key, out)
+        if self.objects.apply(job, pending, out.errors):  # pods may need them (upstream's order)
+            self._create(job, PODS, plan.create_pods, pods_key, out)
+            self._create(job, SERVICES, plan.create_services, services_key, out)
         if not creates:
             job, _ = self._write_job(job, plan, on_status)
         for event in plan.events:

@@ -62,6 +62,14 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 VOLCANO_POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 PLUGINS_POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+# What kinds plan besides pods and services (Kind.objects: MPIJob's ConfigMap and launcher RBAC).
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+# Never called: a Role may only grant what its creator holds, and MPI launchers' Roles grant it.
+PODS_EXEC = Resource("", "v1", "pods/exec", "PodExecOptions")
+OBJECT_RESOURCES = {r.kind: r for r in (CONFIG_MAPS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)}
 
 
 class ApiError(Exception):

@@ -22,6 +22,7 @@ from typing import Any
 
 from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
 from trainop_core.kinds.base import Kind
+from trainop_core.kinds.mpi import KUBECTL_IMAGE_OPTION
 from trainop_core.kinds.pytorch import INIT_IMAGE_OPTION, INIT_TRIES_OPTION
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator.controller import Caches, JobController
@@ -213,6 +214,7 @@ class Manager:
             kind_options={
                 INIT_IMAGE_OPTION: self.options.pytorch_init_container_image,
                 INIT_TRIES_OPTION: self.options.pytorch_init_container_max_tries,
+                KUBECTL_IMAGE_OPTION: self.options.mpi_kubectl_delivery_image,
             },
         )
         for kind in self.registry:

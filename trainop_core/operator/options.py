@@ -57,6 +57,7 @@ class Options:
     pytorch_init_container_max_tries: int = 100
     decorators: str = ""  # a DecoratorConfiguration file; "" = $TRAINOP_DECORATORS, else plugins
     webhook: WebhookOptions = field(default_factory=WebhookOptions)  # port 0: no webhooks
+    mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
 
     def lease_namespace(self) -> str:
         """--leader-election-namespace, else the operator's own namespace, else "default"."""
@@ -144,6 +145,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "pod (DecoratorConfiguration YAML; default $TRAINOP_DECORATORS, else the installed "
         "pod-decorator plugins only)",
     )
+    add(
+        "--mpi-kubectl-delivery-image",
+        default="kubeflow/kubectl-delivery:latest",
+        help="image of the init container that gives MPI launchers kubectl",
+    )
     add("--log-level", default=os.environ.get("TRAINOP_LOG_LEVEL", "INFO"))
     add_webhook_flags(parser)
 
@@ -179,4 +185,5 @@ def options_from_args(args: argparse.Namespace) -> Options:
         pytorch_init_container_max_tries=args.pytorch_init_container_max_tries,
         decorators=args.decorators,
         webhook=webhook_options_from_args(args),
+        mpi_kubectl_delivery_image=args.mpi_kubectl_delivery_image,
     )

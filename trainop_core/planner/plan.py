@@ -19,8 +19,8 @@ from trainop_core.kinds.base import Addressing, Kind
 from trainop_core.planner import lifecycle, status
 from trainop_core.planner.conditions import is_finished
 from trainop_core.planner.context import Round
-from trainop_core.planner.pods import owner_reference
-from trainop_core.planner.replicas import reconcile_replicas
+from trainop_core.planner.pods import build_objects, owner_reference
+from trainop_core.planner.replicas import reconcile_replicas, running_indices
 from trainop_core.planner.types import RESTARTS_ANNOTATION, Observed, Plan, PlanOptions
 
 
@@ -85,6 +85,8 @@ def _run(r: Round) -> None:
     if _gang_holds_pods(r):
         return
     counts = reconcile_replicas(r)
+    running = {rtype: running_indices(r, rtype) for rtype in r.replicas}
+    r.plan.apply_objects = build_objects(r, running)
     status.judge(r, counts)
     if status.finish_if_done(r):
         r.plan.requeue_after = None  # the deadline no longer matters; TTL may requeue instead

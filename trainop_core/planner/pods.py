@@ -76,6 +76,14 @@ def _set_restart_policy(r: Round, rtype: str, pod_spec: dict[str, Any]) -> None:
     pod_spec["restartPolicy"] = wanted.value
 
 
+def _idle_command(r: Round, rtype: str, pod_spec: dict[str, Any]) -> None:
+    """`Kind.idle_commands`: a hosting replica's main container runs this if it names none."""
+    idle = dict(r.kind.idle_commands).get(rtype)
+    main = default_container({"spec": pod_spec}, r.kind.default_container)
+    if idle and main is not None and not main.get("command"):
+        main["command"], main["args"] = [idle[0]], list(idle[1:])
+
+
 def copy_template(template: dict[str, Any]) -> dict[str, Any]:
     """A private copy of a pod template.
 
@@ -104,6 +112,7 @@ def build_pod(r: Round, rtype: str, index: int) -> dict[str, Any]:
         "spec": template.get("spec") or {},
     }
     _set_restart_policy(r, rtype, pod["spec"])
+    _idle_command(r, rtype, pod["spec"])
     _inject_env(r, rtype, index, pod["spec"])
     r.kind.decorate_pod(r.cluster, rtype, index, pod)
     if r.options.gang_scheduler_name:
@@ -132,3 +141,13 @@ def build_service(r: Round, rtype: str, index: int) -> dict[str, Any]:
         "metadata": _metadata(r, {}, replica_name(r.job.name, rtype, index), labels),
         "spec": {"clusterIP": "None", "selector": dict(labels), "ports": ports},
     }
+
+
+def build_objects(r: Round, running: dict[str, list[int]]) -> list[dict[str, Any]]:
+    """The kind's other objects (`Kind.objects`), in the job's namespace and owned by it."""
+    objects = r.kind.objects(r.cluster, running)
+    for obj in objects:
+        meta = obj.setdefault("metadata", {})
+        meta["namespace"] = r.job.namespace
+        meta["ownerReferences"] = [dict(r.owner)]
+    return objects

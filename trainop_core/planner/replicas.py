@@ -47,12 +47,33 @@ def reconcile_replicas(r: Round) -> dict[str, ReplicaCounts]:
     counts = {}
     for rtype, desired in r.replicas.items():
         current = [p for p in pods.get(rtype, []) if p.index < desired]
-        _create_missing_pods(r, rtype, desired, current)
+        if _may_start(r, rtype):
+            _create_missing_pods(r, rtype, desired, current)
         _scale_down(r, [p for p in pods.get(rtype, []) if p.index >= desired])
         _handle_failed_pods(r, rtype, current)
-        _reconcile_services(r, rtype, desired, services)
+        if r.kind.services:
+            _reconcile_services(r, rtype, desired, services)
         counts[rtype] = _count(r, rtype, desired, current)
     return counts
+
+
+def running_indices(r: Round, rtype: str) -> list[int]:
+    """Indices of `rtype`'s wanted pods that run (and are not on their way out)."""
+    desired = r.replicas.get(rtype, 0)
+    return sorted(
+        p.index
+        for p in r.observed.pods
+        if p.replica_type == rtype and p.index < desired and p.phase == "Running"
+        and not p.deleting
+    )  # fmt: skip
+
+
+def _may_start(r: Round, rtype: str) -> bool:
+    """`Kind.start_after`: a waiting type gets its pods once every pod it waits for runs."""
+    waits_for = r.kind.start_after(r.cluster).get(rtype)
+    if waits_for is None:
+        return True
+    return len(running_indices(r, waits_for)) == r.replicas.get(waits_for, 0)
 
 
 def _create_missing_pods(r: Round, rtype: str, desired: int, current: list[ObservedPod]) -> None:

@@ -28,12 +28,12 @@ def acknowledge(r: Round) -> None:
 
 
 def judge(r: Round, counts: dict[str, ReplicaCounts]) -> None:
-    """Apply the kind's status rule to this round's counts."""
-    verdict = r.kind.status(r.job, counts, worker0_succeeded(r))
-    ctype = _VERDICT_CONDITIONS.get(verdict.state)
-    if ctype is None or not r.condition(ctype, verdict.state, verdict.message):
-        return
-    _announce(r, verdict)
+    """Apply the kind's status rule to this round's counts (its verdicts in order)."""
+    result = r.kind.status(r.job, counts, worker0_succeeded(r))
+    for verdict in [result] if isinstance(result, Verdict) else result:
+        ctype = _VERDICT_CONDITIONS.get(verdict.state)
+        if ctype is not None and r.condition(ctype, verdict.state, verdict.message):
+            _announce(r, verdict)
 
 
 def _announce(r: Round, verdict: Verdict) -> None:
@@ -52,6 +52,7 @@ def finish_if_done(r: Round) -> bool:
     mark_completed(r)
     r.plan.create_pods.clear()
     r.plan.create_services.clear()
+    r.plan.apply_objects.clear()
     r.plan.pod_group = None  # clean-up deletes it instead
     return True
 

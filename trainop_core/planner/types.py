@@ -62,11 +62,15 @@ class Event:
 @dataclass
 class Plan:
     """What must happen now for one job. Backends apply it in this order:
-    deletions, creations, status write, events; then look again after `requeue_after` seconds.
+    deletions, objects, creations, status write, events; then look again after `requeue_after`
+    seconds.
     """
 
     create_pods: list[dict[str, Any]] = field(default_factory=list)  # full Pod manifests
     create_services: list[dict[str, Any]] = field(default_factory=list)
+    # The kind's other objects (Kind.objects) as they must be: created if missing, replaced if
+    # their content differs; applied before any pod. Planned every round while the job runs.
+    apply_objects: list[dict[str, Any]] = field(default_factory=list)
     delete_pods: list[str] = field(default_factory=list)  # pod names
     delete_services: list[str] = field(default_factory=list)
     pod_group: dict[str, Any] | None = None  # PodGroup to create or update

@@ -140,3 +140,21 @@ def MXNet(
         {"Scheduler": (int(scheduler), None), "Server": (servers, None), "Worker": (workers, None)}
     )
     return TrainingJob(kind="MXJob", replicas=replicas, **options)
+
+
+def Paddle(
+    workers: int = 1, master: bool = False, *, worker: Replica | None = None, **options: Any
+) -> TrainingJob:
+    """A PaddleJob: `workers` Workers, collective (worker 0 hosts the rendezvous), or with one
+    Master (`master=True`: parameter-server mode). Each replica runs the function with
+    PADDLE_MASTER, PADDLE_NNODES and PADDLE_JOB_ID set."""
+    replicas = _counts({"Master": (int(master), None), "Worker": (workers, worker)})
+    return TrainingJob(kind="PaddleJob", replicas=replicas, **options)
+
+
+def MPI(workers: int = 1, slots: int = 1, **options: Any) -> TrainingJob:
+    """An MPIJob: the Launcher runs the function under mpirun, one rank per slot of the
+    `workers` Workers (`slots` each); the task's result is rank 0's."""
+    replicas = _counts({"Launcher": (1, None), "Worker": (workers, None)})
+    spec = {"slots_per_worker": slots, **options.pop("spec_options", {})}
+    return TrainingJob(kind="MPIJob", replicas=replicas, spec_options=spec, **options)

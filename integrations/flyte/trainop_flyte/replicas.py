@@ -59,14 +59,19 @@ def task_container(template: TaskTemplate) -> Container | None:
 
 
 def run_container(manifest: dict[str, Any], container: Container) -> None:
-    """Make every replica run the Flyte task's container (rendered `pyflyte-execute` args)."""
-    command, args = list(container.command), list(container.args)
-    if not command:  # Flyte puts the whole argv in args; a process needs a command
-        command, args = args[:1], args[1:]
+    """Make the replicas run the Flyte task's container (rendered `pyflyte-execute` args), each
+    as the kind starts one program (`Kind.program`: every replica, or MPI's launcher under
+    mpirun while its workers host the ranks)."""
+    argv = [*container.command, *container.args]  # Flyte puts the whole argv in args
+    kind = kind_of(manifest["kind"])
     env = {**dict(container.env), FAIL_ON_ERROR_ENV: "true"}
-    for _, main in main_containers(manifest):
+    for rtype, main in main_containers(manifest):
         main.setdefault("image", container.image)
-        main["command"], main["args"] = command, args
+        program = kind.program(kind.canonical_replica_type(rtype), argv)
+        main.pop("command", None)
+        main.pop("args", None)
+        if program is not None:
+            main["command"], main["args"] = program[:1], program[1:]
         merge_env(main, env)
 
 

@@ -20,11 +20,12 @@ from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekit.extend.backend.base_connector import AsyncConnectorExecutorMixin
 
+from trainop_core.replicas import launched_rank
 from trainop_flyte import compat
 from trainop_flyte.config import TrainingJob
 from trainop_flyte.connector import TASK_TYPE, TASK_TYPE_VERSION
 from trainop_flyte.replicas import REPLICA_INDEX_ENV, REPLICA_TYPE_ENV, primary_replica_id
-from trainop_flyte.spec import Container, build_job, job_manifest
+from trainop_flyte.spec import Container, build_job, job_manifest, kind_of
 
 _VALIDATION_CONTAINER = Container(image="flyte-task-image", command=["pyflyte-execute"])
 
@@ -78,7 +79,11 @@ class TrainingJobFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[Tr
         return result
 
     def is_primary_replica(self) -> bool:
-        """Whether this process is the replica whose result the task returns."""
+        """Whether this process is the replica whose result the task returns: under a launcher
+        (MPI's mpirun), the process of rank 0."""
+        rank = launched_rank(kind_of(self._job.kind), os.environ)
+        if rank is not None:
+            return rank == 0
         mine = os.environ.get(REPLICA_TYPE_ENV)
         if not mine:
             return True  # started by neither trainop nor compat's pod template: cannot tell

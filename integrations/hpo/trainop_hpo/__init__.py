@@ -1,7 +1,7 @@
 """trainop for hyperparameter search: every trial is a training job of any kind.
 
 - `TrialRunner(template).start(params) -> Trial`: the ask/tell core, no Ray needed. A template is
-  a job (TFJob, PyTorchJob, MXJob, XGBoostJob, ...) using `${trialParameters.NAME}`; the trial's
+  a job (TFJob, PyTorchJob, MPIJob, XGBoostJob, ...) using `${trialParameters.NAME}`; the trial's
   primary replica prints `name=value` metric lines (trainop_core.report).
 - `tune_job(template, param_space, metric, mode, ...)`: a Ray Tune search over such jobs
   (the `ray` extra), with ASHA early stopping and no job left behind.

@@ -6,9 +6,10 @@ in on the job's primary pod (selected by its replica-type and replica-index labe
 StdOut metrics collector (the `name=value` lines of trainop_core.report), and reads success and
 failure from the job's conditions. The algorithm, trial counts and early stopping are the Ray Tune
 search's (trainop_hpo.katib_search). Katib only drives kinds listed in its `trialResources`
-(MXJob is not there by default). Field names follow Katib's v1beta1 API; `feasibleSpace.
-distribution` (log-uniform ranges) needs Katib v0.18 or later (older ones drop the field and
-sample uniformly).
+(by default Job, TFJob, PyTorchJob, MPIJob and XGBoostJob: add `PaddleJob.v1.kubeflow.org` or
+`JAXJob.v1.kubeflow.org` to katib-config for those; MXJob left it in v0.18). Field names follow
+Katib's v1beta1 API; `feasibleSpace.distribution` (log-uniform ranges) needs Katib v0.18 or later
+(older ones drop the field and sample uniformly).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from trainop_core.api.podtemplate import default_container
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.pods import REPLICA_INDEX, REPLICA_TYPE
 from trainop_core.templating import placeholders
@@ -108,7 +110,7 @@ def trial_template(job: Mapping[str, Any]) -> dict[str, Any]:
     kind = template_kind(job)
     used = placeholders(job)
     return {
-        "primaryContainerName": kind.default_container,
+        "primaryContainerName": primary_container(job, kind),
         "primaryPodLabels": primary_pod_labels(job, kind),
         "successCondition": SUCCESS_CONDITION,
         "failureCondition": FAILURE_CONDITION,
@@ -126,6 +128,18 @@ def primary_pod_labels(job: Mapping[str, Any], kind: Kind) -> dict[str, str]:
     upstream's `job-role: master`. Pure."""
     rtype, index = kind.primary_replica(_template_counts(job, kind))
     return {REPLICA_TYPE: rtype.lower(), REPLICA_INDEX: str(index)}
+
+
+def primary_container(job: Mapping[str, Any], kind: Kind) -> str:
+    """The primary pod's training container: the one named like the kind's default, else its
+    first (MPIJob's launcher container may have any name, as upstream allows). Pure."""
+    rtype, _ = kind.primary_replica(_template_counts(job, kind))
+    specs = (job.get("spec") or {}).get(kind.replica_field) or {}
+    spec = next((s for t, s in specs.items() if kind.canonical_replica_type(t) == rtype), None)
+    template = spec.get("template") if isinstance(spec, Mapping) else None
+    found = default_container(template, kind.default_container) if template else None
+    name = (found or {}).get("name")
+    return name if isinstance(name, str) and name else kind.default_container
 
 
 def _template_counts(job: Mapping[str, Any], kind: Kind) -> dict[str, int]:

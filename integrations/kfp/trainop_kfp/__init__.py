@@ -1,4 +1,4 @@
-"""trainop for Kubeflow Pipelines: components that run TFJob, PyTorchJob, MXJob and XGBoostJob.
+"""trainop for Kubeflow Pipelines: components that run Kubeflow training jobs of every kind.
 
 - `run_training_job`: lightweight Python component; submits a job through `TrainingClient`,
   streams the primary replica's output, returns `state` and `name` and a `metrics` artifact, and

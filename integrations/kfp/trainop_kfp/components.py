@@ -45,7 +45,7 @@ def run_training_job(
     delete_after: bool = True,
     workdir: str = "",
 ) -> NamedTuple("Outputs", [("state", str), ("name", str)]):  # type: ignore[valid-type]  # reason: kfp needs the inline form
-    """Run a TFJob, PyTorchJob, MXJob or XGBoostJob to its end through trainop.
+    """Run a Kubeflow training job of any kind (TFJob, PyTorchJob, MPIJob, ...) to its end.
 
     Give `job` (a dict) or `job_yaml` (YAML or JSON text). Fails when the job Failed or did not
     finish within `timeout_seconds` (0: no limit; the job is deleted), and deletes the job when

@@ -80,8 +80,9 @@ class LocalBackend:
             wire = job.to_dict()
             specs = wire["spec"].get(kind.replica_field, {})
             problems = replica_limit_problems(total_replicas(job), kind.replica_field)
+            idle = [rtype for rtype, _ in kind.idle_commands]
             problems = problems or runnable_problems(
-                specs, kind.replica_field, kind.default_container
+                specs, kind.replica_field, kind.default_container, idle_types=idle
             )
             if problems:  # before anything is allocated, locked or written
                 raise InvalidJobError(problems, job=f"{job.kind}/{job.name}")

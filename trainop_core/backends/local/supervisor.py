@@ -48,10 +48,18 @@ from trainop_core.backends.local.state import (
 )
 from trainop_core.backends.local.status import failed_status, is_finished
 from trainop_core.backends.process.kubelet import LocalPod, stop_pods
+from trainop_core.backends.process.podexec import (
+    AGENT_NAME,
+    remove_exec_spec,
+    write_agent,
+    write_configmaps,
+    write_exec_spec,
+)
 from trainop_core.backends.process.podspec import base_env, launch_spec
 from trainop_core.decorators.config import load_decorator_config
 from trainop_core.decorators.decoration import Decorators
 from trainop_core.errors import NotFoundError
+from trainop_core.kinds.base import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION
 from trainop_core.planner.types import Observed, Plan, PlanOptions
 
 SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises
@@ -60,6 +68,7 @@ HELD_POLL_SECONDS = 0.05  # how often a TTL deletion held up by a follower looks
 # next reconcile): plan again at once, up to this many rounds in a row.
 MAX_ROUNDS_AT_ONCE = 10
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+FINISHED = ("Succeeded", "Failed")
 
 
 class Supervisor:
@@ -78,6 +87,13 @@ class Supervisor:
         self.decorators = Decorators.from_config(load_decorator_config(local.get("decorators", {})))
         self.env = base_env(os.environ)
         self.pods: dict[str, LocalPod] = {}
+        # `kubectl exec` here (MPI's rsh agent), and the ConfigMaps a kind plans, as files.
+        self.exec_specs = job_dir.path / "exec"
+        agent = write_agent(job_dir.path / AGENT_NAME, self.exec_specs)
+        self.configmaps = job_dir.path / "configmaps"
+        self.options = PlanOptions(
+            kind_options={EXEC_AGENT_OPTION: str(agent), CONFIGMAP_DIR_OPTION: str(self.configmaps)}
+        )
         self.stop_signal = 0
         self._plan = planner or _default_planner()
         self._job: Any = None
@@ -125,19 +141,20 @@ class Supervisor:
             pod.poll(now)
         job = self._load_job()
         observed = Observed(pods=tuple(p.observed() for p in self.pods.values()))
-        clock, options = datetime.now(timezone.utc), PlanOptions()
-        plan = self._plan(
-            job, self.kind, observed, clock, self.addressing, options, self.decorators.in_process
-        )
+        when, decorators = datetime.now(timezone.utc), self.decorators.in_process
+        plan = self._plan(job, self.kind, observed, when, self.addressing, self.options, decorators)
         plan = self.decorators.servers.decorate(job, self.kind, plan).plan
         return plan, self._apply(plan)
 
     def _apply(self, plan: Plan) -> bool:
         doomed = [self.pods.pop(name) for name in plan.delete_pods if name in self.pods]
         stop_pods(doomed)
+        for pod in [*doomed, *(p for p in self.pods.values() if p.phase in FINISHED)]:
+            remove_exec_spec(self.exec_specs, pod.name)
+        written = write_configmaps(self.configmaps, plan.apply_objects)
         created = [self._create(manifest) for manifest in plan.create_pods]
         self._write_pods()  # before the status: who sees the job finished sees its final pods
-        written = self._write_job(plan)
+        written = self._write_job(plan) or written
         self._record([(e.type, e.reason, e.message) for e in plan.events])
         return bool(doomed) or any(created) or written
 
@@ -150,6 +167,7 @@ class Supervisor:
         log = self.dir.log_file(replica_id(rtype, spec.index))
         pod = LocalPod(spec, rtype, log, str(self.dir.path))
         self.pods[name] = pod
+        write_exec_spec(self.exec_specs, name, spec.main, pod.markers())
         pod.start()
         return True
 

@@ -143,7 +143,7 @@ class LocalPod:
         self.phase = "Pending" if in_init else "Running"
         with open_private(self.log_path, "ab") as log:
             try:
-                self._proc = self._spawn(step, log, self._markers())
+                self._proc = self._spawn(step, log, self.markers())
             except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
                 log.write(f"trainop: cannot start {step.argv[0]!r}: {exc}\n".encode())
                 self._proc, self.pid = None, None  # nothing of ours runs under the old pid
@@ -182,7 +182,8 @@ class LocalPod:
         with open_private(self.log_path, "ab") as log:
             log.write(f"--- trainop: {what} ---\n".encode())
 
-    def _markers(self) -> dict[str, str]:
+    def markers(self) -> dict[str, str]:
+        """The env markers every process of this pod carries (see `procs`)."""
         markers = {POD_MARKER: self.uid}
         if self.job_marker:
             markers[JOB_MARKER] = self.job_marker

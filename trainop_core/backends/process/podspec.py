@@ -175,15 +175,18 @@ def runnable_problems(
     field: str,
     default_name: str,
     backend: str = "local",
+    idle_types: Sequence[str] = (),
 ) -> list[Problem]:
     """Every container a process backend would run must say what to run: it cannot run an
-    image's entrypoint. `replica_specs` is the wire map (`spec.<field>`)."""
+    image's entrypoint. `replica_specs` is the wire map (`spec.<field>`); the main container of
+    `idle_types` gets the kind's idle command when it names none (`Kind.idle_commands`)."""
     problems: list[Problem] = []
+    idle = {t.lower() for t in idle_types}
     for rtype, replica in replica_specs.items():
         pod_spec = (replica.get("template") or {}).get("spec") or {}
         containers = pod_spec.get("containers") or []
         base = f"spec.{field}.{rtype}.template.spec"
-        if containers:
+        if containers and rtype.lower() not in idle:
             main = default_container(containers, default_name)
             where = f"{base}.containers[{containers.index(main)}]"
             problems += _command_problem(main, where, backend)

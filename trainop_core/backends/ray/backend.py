@@ -185,7 +185,10 @@ class RayBackend:
     # --- internals ------------------------------------------------------------------------------
     def _check(self, job: TrainingJob, kind: Kind, wire: dict[str, Any]) -> Placement:
         specs = wire["spec"].get(kind.replica_field, {})
-        problems = runnable_problems(specs, kind.replica_field, kind.default_container, "ray")
+        idle = [rtype for rtype, _ in kind.idle_commands]
+        problems = runnable_problems(
+            specs, kind.replica_field, kind.default_container, "ray", idle_types=idle
+        )
         placement, placement_problems = placement_for(job, kind)
         problems += placement_problems
         if problems or placement is None:

@@ -27,7 +27,13 @@ from typing import Any
 import ray
 
 from trainop_core.backends.process.kubelet import LocalPod, spawn_from_threads, stop_pods
-from trainop_core.backends.process.podspec import base_env, launch_spec
+from trainop_core.backends.process.podexec import (
+    remove_exec_spec,
+    write_configmaps,
+    write_exec_spec,
+)
+from trainop_core.backends.process.podspec import Step, base_env, launch_spec
+from trainop_core.backends.ray.rsh import AGENT_NAME, Execs, node_dir, write_agent
 
 POLL_SECONDS = 0.05
 READ_LIMIT_BYTES = 256 * 1024
@@ -63,6 +69,8 @@ class Replica:
         self.ip = ray.util.get_node_ip_address()
         self.node_id = ray.get_runtime_context().get_node_id()
         self.pod: LocalPod | None = None
+        self.node_dir: Path | None = None  # the job's exec specs, agent and ConfigMaps here
+        self.execs = Execs(self.dir)
         self.stopped = False  # the pod was stopped: no more reaping or in-place restarts
         self.version = 0
         self.changed = threading.Condition()
@@ -77,8 +85,15 @@ class Replica:
         port = probe_port(preferred, set(avoid or ()))
         return {"ip": self.ip, "port": port, "node_id": self.node_id}
 
-    def start(self, manifest: dict[str, Any], default_container: str, workdir: str | None) -> int:
-        """Run the planned pod (a stopped previous one is replaced). `workdir` None: the actor's
+    def start(
+        self,
+        manifest: dict[str, Any],
+        default_container: str,
+        workdir: str | None,
+        configmaps: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Run the planned pod (a stopped previous one is replaced), exec-able through the job's
+        agent, with the kind's `configmaps` written on this node. `workdir` None: the actor's
         working directory, i.e. the job's files Ray unpacked on this node. Returns the report
         version from which reports are of this pod (earlier ones, still in flight, are not)."""
         env = base_env(os.environ)
@@ -88,10 +103,22 @@ class Replica:
             if self.pod is not None and self.pod.alive:
                 raise RuntimeError(f"replica {self.replica} still runs pod {self.pod.name}")
             self.pod = LocalPod(spec, self.replica_type, self.log_path, spawn=spawn_from_threads)
+            self._node_files(manifest, spec.main, configmaps or [])
             self.stopped = False
             self.pod.start()
             self._bump()
             return self.version
+
+    def exec_start(self, argv: list[str]) -> int:
+        """Run `argv` in this replica's pod, on this node (an exec agent's request)."""
+        assert self.pod is not None and self.node_dir is not None
+        return self.execs.start(self.node_dir / "exec", self.pod.name, argv)
+
+    def exec_read(self, number: int, offset: int, timeout: float) -> dict[str, Any]:
+        return self.execs.read(number, offset, timeout)
+
+    def exec_stop(self, number: int) -> None:
+        self.execs.stop(number)
 
     def watch(self, version: int, offset: int, timeout: float) -> dict[str, Any]:
         """Wait (up to `timeout` s) until the pod changed past `version` or wrote past `offset`;
@@ -113,16 +140,33 @@ class Replica:
             self.stopped = True
             if self.pod is not None:
                 stop_pods([self.pod])
+                if self.node_dir is not None:
+                    remove_exec_spec(self.node_dir / "exec", self.pod.name)
             self._bump()
             return self._report(self._log_size())
 
     def close(self) -> None:
         """Stop everything and remove this replica's files from the node (before the actor goes)."""
         self.stop()
+        self.execs.close()
         with self.changed:
             self.closed = True
             self.changed.notify_all()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.node_dir is not None:
+            shutil.rmtree(self.node_dir, ignore_errors=True)
+
+    def _node_files(self, manifest: dict[str, Any], main: Step, configmaps: list[Any]) -> None:
+        """What the job's exec agent needs on this node (see rsh.py)."""
+        assert self.pod is not None
+        owner = (manifest["metadata"].get("ownerReferences") or [{}])[0]
+        self.node_dir = node_dir(str(owner.get("uid", "")))
+        self.node_dir.mkdir(mode=0o700, exist_ok=True)
+        write_exec_spec(self.node_dir / "exec", self.pod.name, main, self.pod.markers())
+        write_configmaps(self.node_dir / "configmaps", configmaps)
+        namespace, _, job = self.job_key.partition("/")
+        gcs = ray.get_runtime_context().gcs_address
+        write_agent(self.node_dir / AGENT_NAME, gcs, namespace, job)
 
     # --- internals -------------------------------------------------------------------------------
     def _kubelet(self) -> None:

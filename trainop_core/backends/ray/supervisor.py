@@ -34,6 +34,8 @@ from trainop_core.backends.ray.addressing import RayAddressing, UnplacedAddressi
 from trainop_core.backends.ray.gang import Gang, PlacementInterrupted, PlacementTimeout, Slot
 from trainop_core.backends.ray.journal import Journal
 from trainop_core.backends.ray.placement import Placement
+from trainop_core.backends.ray.rsh import AGENT_NAME, node_dir
+from trainop_core.kinds.base import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION
 from trainop_core.planner.conditions import failed_status, is_finished_wire
 from trainop_core.planner.types import Observed, ObservedPod, Plan, PlanOptions
 
@@ -80,6 +82,14 @@ class Supervisor:
         self.settled = False  # finished and nothing of it runs or is held any more
         self.gone = False  # deleted: every resource released
         self._plan: Callable[..., Plan] = plan
+        # A process backend's exec agent and ConfigMap directory, on every node (see rsh.py).
+        where = node_dir(str(job["metadata"].get("uid", "")))
+        self.options = PlanOptions(
+            kind_options={
+                EXEC_AGENT_OPTION: str(where / AGENT_NAME),
+                CONFIGMAP_DIR_OPTION: str(where / "configmaps"),
+            }
+        )
         self._model: Any = None
         threading.Thread(target=self._loop, daemon=True, name="supervisor").start()
 
@@ -115,6 +125,12 @@ class Supervisor:
 
     def replicas(self) -> list[str]:
         return list(self.placement.replicas)
+
+    def replica_actor(self, pod: str) -> Any:
+        """The actor running pod `pod` (an exec agent's question), None if none runs it."""
+        with self.lock:
+            slots = [s for s in self.gang.slots.values() if s.pod is not None]
+        return next((s.actor for s in slots if s.pod is not None and s.pod.name == pod), None)
 
     def stop(self, reason: str) -> None:
         """Stop every replica of an unfinished job and record it Failed with `reason` (a finished
@@ -198,7 +214,7 @@ class Supervisor:
         addressing = RayAddressing(self.gang.endpoints()) if placed else UnplacedAddressing()
         job, observed, now = self._job(), Observed(pods=pods), datetime.now(timezone.utc)
         decorators = self.decorators.in_process
-        plan = self._plan(job, self.kind, observed, now, addressing, PlanOptions(), decorators)
+        plan = self._plan(job, self.kind, observed, now, addressing, self.options, decorators)
         return self.decorators.servers.decorate(job, self.kind, plan).plan
 
     # --- applying a plan -------------------------------------------------------------------------
@@ -208,7 +224,8 @@ class Supervisor:
         self._stop_pods(doomed)
         if lost:
             self._restart_gang_with(lost, plan)
-        created = self._start_pods(plan.create_pods) if self.gang.placed else 0
+        configmaps = [o for o in plan.apply_objects if o["kind"] == "ConfigMap"]
+        created = self._start_pods(plan.create_pods, configmaps) if self.gang.placed else 0
         written = self._write(plan)
         return bool(doomed) or created > 0 or written
 
@@ -235,14 +252,17 @@ class Supervisor:
         message = f"replica(s) {names} lost; restarting every replica of the gang with it"
         self.journal.event("Warning", "GangRestart", message)
 
-    def _start_pods(self, manifests: list[dict[str, Any]]) -> int:
-        """Hand each planned pod to its replica's actor (all at once, then wait for them)."""
+    def _start_pods(self, manifests: list[dict[str, Any]], configmaps: list[dict[str, Any]]) -> int:
+        """Hand each planned pod (and the kind's ConfigMaps, written on its node) to its
+        replica's actor (all at once, then wait for them)."""
         calls = []
         for manifest in manifests:
             slot = self._slot_of(manifest)
             if slot is None or slot.pod is not None or slot.actor is None:
                 continue
-            ref = slot.actor.start.remote(manifest, self.kind.default_container, self.workdir)
+            ref = slot.actor.start.remote(
+                manifest, self.kind.default_container, self.workdir, configmaps
+            )
             labels = manifest["metadata"]["labels"]
             index = int(labels["training.kubeflow.org/replica-index"])
             name = manifest["metadata"]["name"]
