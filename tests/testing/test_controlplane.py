@@ -152,9 +152,11 @@ def test_rbac_is_enforced_for_a_service_account_token(
 
 
 def test_etcd_is_the_pinned_3_6_release() -> None:
-    with ControlPlane(controller_manager=False) as cp:
-        with urllib.request.urlopen(f"{cp.etcd_url}/version", timeout=30) as answer:
-            version = json.load(answer)
+    with (
+        ControlPlane(controller_manager=False) as cp,
+        urllib.request.urlopen(f"{cp.etcd_url}/version", timeout=30) as answer,
+    ):
+        version = json.load(answer)
 
     assert f"v{version['etcdserver']}" == ETCD_VERSION
     assert version["etcdserver"].startswith("3.6.")

@@ -148,10 +148,10 @@ def build_go_packages(
 
     The module's own ``replace`` directives that name another module are kept; the ones that point
     at a local directory (Kubernetes' staging tree) are pinned to ``pin_local_replaces(module)``,
-    and without that function they are an error (a pin of None drops the replace). Each binary is
-    named as ``go build`` names it (:func:`binary_name`). `link_variables` are set with ``-ldflags -X``
-    (e.g. a version stamp). All packages build in one ``go build`` (one compile of the shared
-    code) with ``-trimpath -ldflags "-s -w"``, ``CGO_ENABLED=0``, under ``nice``.
+    and without that function they are an error (a pin of None drops the replace). Each binary
+    is named as ``go build`` names it (:func:`binary_name`). `link_variables` are set with
+    ``-ldflags -X`` (e.g. a version stamp). All packages build in one ``go build`` (one compile
+    of the shared code) with ``-trimpath -ldflags "-s -w"``, ``CGO_ENABLED=0``, under ``nice``.
     Raises :class:`BinaryBuildError` when Go is missing or the build fails, or, with `build`
     false, when the binaries are not cached.
     """
