@@ -16,6 +16,7 @@ import json
 import lzma
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,11 +65,12 @@ def wheelhouse() -> Path:
         [*pip, "--constraint", str(constraints), *requirements],
         [*pip, "--no-deps", f"kfp=={kfp.__version__}"],
     ):
-        subprocess.run(command, check=True, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"cannot build the wheelhouse: {done.stderr[-2000:]}"
     try:
         os.rename(staging, target)
     except OSError:  # another run built it meanwhile
-        subprocess.run(["rm", "-rf", str(staging)], check=True)
+        shutil.rmtree(staging)
     return target
 
 
