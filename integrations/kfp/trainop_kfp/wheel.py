@@ -78,8 +78,7 @@ def build_wheel() -> Wheel:
 
 def install_stage(wheel: Wheel) -> list[str]:
     """`sh -c SCRIPT sh CHUNK...`: installs `wheel`, then runs the rest of the command line."""
-    payload = base64.b64encode(lzma.compress(wheel.data, preset=9)).decode()
-    chunks = [payload[i : i + CHUNK] for i in range(0, len(payload), CHUNK)]
+    chunks = _chunks(wheel)
     decode = _DECODE.format(end=2 + len(chunks), sha256=wheel.sha256)
     name, version = wheel.filename.split("-")[:2]
     requirements = " ".join(shlex.quote(r) for r in runtime_requirements())
@@ -91,6 +90,14 @@ def install_stage(wheel: Wheel) -> list[str]:
         requirements=f"{_PIP} {requirements}\n" if requirements else "",
     )
     return ["sh", "-c", script, "sh", *chunks]
+
+
+@lru_cache(maxsize=2)
+def _chunks(wheel: Wheel) -> tuple[str, ...]:
+    """The wheel xz-compressed and base64-encoded, in CHUNK-sized parts (once per process: the
+    compression takes a second or two, and every component of a pipeline carries it)."""
+    payload = base64.b64encode(lzma.compress(wheel.data, preset=9)).decode()
+    return tuple(payload[i : i + CHUNK] for i in range(0, len(payload), CHUNK))
 
 
 def _package_files() -> list[tuple[str, bytes]]:
