@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import subprocess
-import time
 
 import pytest
 import yaml
@@ -27,6 +26,7 @@ from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator import kube
 from trainop_core.operator.webhook import rotator
 from trainop_core.operator.webhook.options import WebhookOptions
+from trainop_core.testing.builders import wait_for
 from trainop_core.testing.faultproxy import FaultProxy
 from trainop_core.testing.kubelet import Rule
 
@@ -227,16 +227,12 @@ def test_every_request_of_a_running_operator_is_granted(
     options = {"gang_scheduler_name": PLUGINS_SCHEDULER, "leader_elect": True,
                "webhook": operator_webhooks(k8s.namespace, port)}  # fmt: skip
     with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy, **options) as manager:
-        deadline = time.monotonic() + 60
-        while not manager.webhooks.ready() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(manager.webhooks.ready, timeout=60, interval=0.1)
         for kind, builder in JOBS.items():  # admitted (and defaulted) by the operator's webhooks
             job = builder.run_policy(ttlSecondsAfterFinished=0, cleanPodPolicy="All").build()
             k8s.rest.create(k8s.job_path(registry.get(kind).plural), job)
-        deadline = time.monotonic() + 120
-        while job_count(k8s, registry) and time.monotonic() < deadline:
-            time.sleep(0.2)  # finished, cleaned up, then deleted by TTL
-        assert job_count(k8s, registry) == 0, "the operator did not finish every job"
+        # Every job finished, cleaned up, then deleted by its TTL.
+        wait_for(lambda: job_count(k8s, registry) == 0, timeout=120, interval=0.2)
     refused = {key: n for key, n in k8s_proxy.stats.answers.items() if key[2] == 403}
     assert not refused, f"the server refused the operator's requests: {refused}"
     used = used_grants(k8s_proxy, registry)
@@ -265,8 +261,5 @@ def test_a_verb_missing_from_the_role_is_refused_by_the_server(
     apply(k8s, manifests)
     k8s.rest.create(k8s.job_path("pytorchjobs"), copy.deepcopy(JOBS["PyTorchJob"]).build())
     with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy):
-        deadline = time.monotonic() + 60
-        while not k8s_proxy.stats.answers[("create", "pods", 403)] and time.monotonic() < deadline:
-            time.sleep(0.1)
-    assert k8s_proxy.stats.answers[("create", "pods", 403)] >= 1
+        wait_for(lambda: k8s_proxy.stats.answers[("create", "pods", 403)], timeout=60)
     assert not k8s.rest.get(f"/api/v1/namespaces/{k8s.namespace}/pods")["items"]

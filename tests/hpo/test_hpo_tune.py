@@ -94,14 +94,30 @@ def test_a_trial_whose_job_fails_errors_with_the_reason_and_the_search_goes_on(
     assert asha_search.seconds < 180
 
 
+class AfterTheFirstResult(tune.Stopper):
+    """Ends the whole experiment, by the path a time budget takes (`stop_all`), once a trial has
+    reported: an event instead of a deadline that a loaded machine may miss."""
+
+    def __init__(self) -> None:
+        self.reported = False
+
+    def __call__(self, trial_id: str, result: dict[str, object]) -> bool:
+        self.reported = True
+        return False  # not this trial alone: the experiment
+
+    def stop_all(self) -> bool:
+        return self.reported
+
+
 def test_a_trial_ray_ends_while_its_job_is_silent_still_has_its_job_deleted(
     local_ray: None, ray_home: Path, tmp_path: Path
 ) -> None:
     from trainop_hpo import tune_job
 
-    # The job prints one metric line and then sleeps: when the time budget ends the trial, its
-    # function is not inside tune.report, Ray ends the actor, and only the driver-side callback
-    # can delete the job (its replicas are not the actor's children).
+    # The job prints one metric line and then sleeps: when the experiment ends (as a time budget
+    # ends it, but once that line has arrived, however loaded the machine), the trial's function
+    # is not inside tune.report, Ray ends the actor, and only the driver-side callback can delete
+    # the job (its replicas are not the actor's children).
     tag = uuid.uuid4().hex
     code = "import time; print('loss=1', flush=True); time.sleep(300)"
     template = (
@@ -117,7 +133,7 @@ def test_a_trial_ray_ends_while_its_job_is_silent_still_has_its_job_deleted(
         template,
         {"lr": 0.1},
         "loss",
-        time_budget_s=10,  # long enough for the first line even on a loaded machine
+        stop=AfterTheFirstResult(),
         resources_per_trial={"cpu": 0.5},
         storage_path=tmp_path,
         namespace="silent",

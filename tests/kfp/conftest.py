@@ -5,6 +5,7 @@ interpreter, so `trainop_core` and `trainop_kfp` are put on PYTHONPATH for them.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import sys
 import uuid
@@ -45,14 +46,17 @@ def tag(monkeypatch: pytest.MonkeyPatch) -> str:
 def kfp_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """kfp.local with the subprocess runner in this interpreter; yields the pipeline root.
 
-    Each component's own install step runs too (`pip install trainop==<version>`, kfp) in this
-    environment, where both are installed already: no package index may be asked, so a missing
-    or different version fails the test instead of installing anything."""
+    Each component's own install steps run too (kfp, then trainop from the wheel the command
+    carries, then trainop's requirements) in this environment, where all are installed already:
+    no package index may be asked, so a missing or different version fails the test, and the
+    installed trainop must be left as it was (never replaced by the embedded wheel)."""
     from kfp import local
 
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    installed = importlib.metadata.distribution("trainop").read_text("RECORD")
 
     root = tmp_path / "kfp-outputs"
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root))
     yield root
+    assert importlib.metadata.distribution("trainop").read_text("RECORD") == installed

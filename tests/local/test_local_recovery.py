@@ -11,6 +11,7 @@ import pytest
 from builders import make_job
 from local_helpers import py, tagged_processes
 
+from trainop_core.backends.local import LocalBackend
 from trainop_core.backends.local.state import JobDir
 from trainop_core.cli._output import state_label
 from trainop_core.client import TrainingClient, is_succeeded, job_state
@@ -148,3 +149,30 @@ def test_a_process_with_native_threads_is_not_forked_from() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_a_job_being_deleted_gets_no_new_supervisor(
+    client: TrainingClient, home: Path, tag: str
+) -> None:
+    """A follower that finds the supervisor gone restarts it (`recover`); while a deletion has
+    stopped it on purpose, a restarted one would record the replicas the deletion killed as a
+    failure. The deletion's request, written before it stops the supervisor, says so."""
+    job = make_job("TFJob", "going").workers(1, command=py("import time; time.sleep(60)"))
+    client.create(job.build())
+    job_dir = JobDir(home / "jobs/default/going")
+    deadline = time.monotonic() + 20
+    while not tagged_processes(tag):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    supervisor = job_dir.read_supervisor_pid()
+    assert supervisor is not None
+    job_dir.control_file.write_text('{"delete": true, "reason": "deleted"}')  # as delete does
+    os.kill(supervisor, signal.SIGTERM)  # ... then it stops the supervisor
+    while job_dir.supervisor_alive():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    assert not LocalBackend(home=home).recover("going", "default")  # what a follower calls
+    assert not job_dir.supervisor_alive() and job_dir.control_file.exists()
+    assert job_state(client.get("going")) != "Failed"
+    client.delete("going")

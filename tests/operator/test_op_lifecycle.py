@@ -4,7 +4,6 @@ CRDs; the second, compactable, control plane serves none)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -155,7 +154,13 @@ def test_status_written_through_the_structural_schema_is_not_rewritten_on_every_
         cluster.wait_condition(kind, f"s-{kind.lower()}", "Running")
     wait_for(lambda: all(p.status.phase == "Running" for p in cluster.core.list_namespaced_pod(
         cluster.namespace).items), what="every pod running")  # fmt: skip
-    time.sleep(1)  # the last status writes land
+
+    def counted_active(kind: str) -> bool:  # the status write that saw every pod running landed
+        name = f"s-{kind.lower()}"
+        replicas = (cluster.get_job(kind, name).get("status") or {}).get("replicaStatuses") or {}
+        return sum(r.get("active", 0) for r in replicas.values()) == len(cluster.pods(name))
+
+    wait_for(lambda: all(counted_active(kind) for kind in SHAPES), what="statuses count pods")
 
     def status_writes() -> int:
         return sum(

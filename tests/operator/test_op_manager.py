@@ -3,7 +3,6 @@ watches (counted by the fault proxy), probes and metrics."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from builders import minimal_job
@@ -20,8 +19,9 @@ def test_enable_scheme_pytorchjob_leaves_tfjobs_alone(
     cluster.rule("*", run_seconds=0.2)
     cluster.create_job(minimal_job("TFJob", "tf").build())
     cluster.create_job(minimal_job("PyTorchJob", "pt").build())
-    cluster.wait_condition("PyTorchJob", "pt", "Succeeded")
-    time.sleep(0.5)
+    cluster.wait_condition("PyTorchJob", "pt", "Succeeded")  # created after tf: proof of work
+    # The operator never asked the server anything about TFJobs, so it cannot have acted on one.
+    assert not [(verb, res) for verb, res in cluster.proxy.stats.requests if "tfjobs" in res]
     assert cluster.pods("tf") == []
     assert "status" not in cluster.get_job("TFJob", "tf")
     watched = {res for verb, res in cluster.proxy.stats.requests if verb == "watch"}
@@ -54,11 +54,12 @@ def test_namespace_mode_ignores_other_namespaces(cluster: Cluster, run_operator:
         cluster.rule("*", run_seconds=0.2)
         cluster.create_job(minimal_job("PyTorchJob", "elsewhere").build(), namespace=other)
         cluster.create_job(minimal_job("PyTorchJob", "mine").build())
-        cluster.wait_condition("PyTorchJob", "mine", "Succeeded")
-        time.sleep(0.5)
+        cluster.wait_condition("PyTorchJob", "mine", "Succeeded")  # created after: proof of work
+        # Every request named its own namespace (a cluster-wide one would count under ""), so
+        # it never saw the other job and cannot have acted on it.
+        assert set(cluster.proxy.stats.namespaces) == {cluster.namespace}
         assert cluster.pods("elsewhere", namespace=other) == []
         assert "status" not in cluster.get_job("PyTorchJob", "elsewhere", namespace=other)
-        assert set(cluster.proxy.stats.namespaces) == {cluster.namespace}  # never asked elsewhere
     finally:
         delete_namespace(cluster.control_plane, other)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,6 +114,12 @@ def test_a_real_write_conflict_on_the_status_is_re_read_and_re_planned(
     assert requeues >= 1
     assert cluster.get_job("PyTorchJob", name)["metadata"]["labels"]["raced"] == "yes"
     assert_no_pod_created_twice(cluster)
+
+
+def _reconciles(op: RunningOperator) -> float:
+    total = op.manager.metrics.reconcile_total
+    results = ("success", "requeue_after", "requeue", "error")
+    return sum(total.value(controller="pytorchjob-controller", result=r) for r in results)
 
 
 def _running(cluster: Cluster, pod: str) -> bool:
@@ -326,7 +331,12 @@ def test_a_pod_held_in_terminating_is_replaced_only_once_it_is_gone(
     wait_for(lambda: cluster.conditions("PyTorchJob", "held").get("Restarting") == "True")
     pod = cluster.core.read_namespaced_pod(victim, cluster.namespace)
     assert pod.metadata.deletion_timestamp is not None  # deleted, but held
-    time.sleep(2)  # reconciles meanwhile (the pod's own updates) must not re-create it
+    # Reconciles meanwhile must not re-create it: poke the job and wait until that reconcile
+    # (which sees the held pod) has run, twice over.
+    for poke in ("1", "2"):
+        before = _reconciles(op)
+        cluster.patch_job("PyTorchJob", "held", {"metadata": {"labels": {"poke": poke}}})
+        wait_for(lambda before=before: _reconciles(op) > before, what="the poke reconciled")
     assert cluster.pod_adds[victim] == 1
     assert not cluster.proxy.stats.answers[("create", "pods", 409)]
     cluster.core.patch_namespaced_pod(victim, cluster.namespace, {"metadata": {"finalizers": None}})

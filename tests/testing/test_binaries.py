@@ -38,7 +38,9 @@ elif args[:2] == ["mod", "edit"]:
 elif args[0] == "build":
     out = args[args.index("-o") + 1]
     for package in args[args.index("-o") + 2:]:
-        path = os.path.join(out, package.rsplit("/", 1)[-1])
+        elements = package.split("/")  # go's naming: example.com/cmd/v3 builds "cmd"
+        name = elements[-2] if len(elements) > 1 and elements[-1] in ("v2", "v3") else elements[-1]
+        path = os.path.join(out, name)
         with open(path, "w") as binary:
             binary.write("#!/bin/sh\\n")
         os.chmod(path, 0o755)
@@ -97,6 +99,49 @@ def test_kubernetes_staging_modules_pin_to_the_matching_v0_tag() -> None:
     assert binaries.staging_pin("v1.36.3")("k8s.io/api") == "v0.36.3"
     with pytest.raises(BinaryBuildError, match=r"v1\.Y\.Z"):
         binaries.staging_pin("v2.0.0")
+
+
+ETCD_GO_MOD = {
+    "Go": "1.26.0",
+    "Replace": [
+        {"Old": {"Path": "go.etcd.io/etcd/api/v3"}, "New": {"Path": "../api"}},
+        {"Old": {"Path": "go.etcd.io/etcd/client/v3"}, "New": {"Path": "../client/v3"}},
+        {"Old": {"Path": "go.etcd.io/etcd"}, "New": {"Path": "./FORBIDDEN_DEPENDENCY"}},
+    ],
+}
+
+
+def test_etcd_is_a_3_6_release_built_from_its_module_with_its_siblings_at_the_same_tag(
+    fake_go: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GO_MOD_JSON", json.dumps(ETCD_GO_MOD))
+
+    etcd = binaries.etcd_binary()
+
+    assert binaries.ETCD_VERSION.startswith("v3.6.")  # the line Kubernetes 1.36 is released with
+    assert etcd.name == "server" and os.access(etcd, os.X_OK)  # go build's name for server/v3
+    (call,) = go_calls(fake_go)
+    assert call["args"][-1] == "go.etcd.io/etcd/server/v3"
+    go_mod = (Path(call["cwd"]) / "go.mod").read_text().splitlines()
+    assert f"require go.etcd.io/etcd/server/v3 {binaries.ETCD_VERSION}" in go_mod
+    for sibling in ("api/v3", "client/v3"):
+        module = f"go.etcd.io/etcd/{sibling}"
+        assert f"replace {module} => {module} {binaries.ETCD_VERSION}" in go_mod
+    assert not [line for line in go_mod if "FORBIDDEN" in line or "etcd =>" in line]
+    assert binaries.etcd_binary(build=False) == etcd  # cached per machine
+
+
+@pytest.mark.parametrize(
+    ("package", "name"),
+    [
+        ("k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),
+        ("go.etcd.io/etcd/server/v3", "server"),
+        ("example.com/cmd/tool/v12", "tool"),
+        ("example.com/cmd/v1", "v1"),  # v1 is no major-version suffix
+    ],
+)
+def test_a_binary_is_named_as_go_build_names_it(package: str, name: str) -> None:
+    assert binaries.binary_name(package) == name
 
 
 def test_one_build_of_every_package_then_the_cache(fake_go: Path) -> None:

@@ -10,13 +10,14 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from k8s import start_control_plane
 
 from trainop_core.kinds.table import KindRegistry
-from trainop_core.testing.binaries import BUILD_COMMAND
+from trainop_core.testing.binaries import BUILD_COMMAND, ETCD_VERSION
 from trainop_core.testing.builders import wait_for
 from trainop_core.testing.controlplane import ControlPlane, ControlPlaneError
 from trainop_core.testing.rest import RestError
@@ -148,6 +149,17 @@ def test_rbac_is_enforced_for_a_service_account_token(
     can = kubectl(kubeconfig, "auth", "can-i", "list", "pods", "-n", k8s_namespace)
     cannot = kubectl(kubeconfig, "auth", "can-i", "create", "pods", "-n", k8s_namespace)
     assert (can.stdout.strip(), cannot.stdout.strip()) == ("yes", "no")
+
+
+def test_etcd_is_the_pinned_3_6_release() -> None:
+    with (
+        ControlPlane(controller_manager=False) as cp,
+        urllib.request.urlopen(f"{cp.etcd_url}/version", timeout=30) as answer,
+    ):
+        version = json.load(answer)
+
+    assert f"v{version['etcdserver']}" == ETCD_VERSION
+    assert version["etcdserver"].startswith("3.6.")
 
 
 def test_compacting_etcd_makes_an_old_resource_version_gone() -> None:

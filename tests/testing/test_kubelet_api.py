@@ -124,14 +124,16 @@ def test_kubectl_logs_reads_the_stand_ins_log_endpoint(
     tail = kubectl(control_plane, "logs", "-n", k8s_namespace, "p", "--tail=1")
     assert tail.stdout == "three\n"
 
-    def produce() -> None:
-        time.sleep(1)
+    env = dict(os.environ, KUBECONFIG=str(control_plane.kubeconfig))
+    command = ["kubectl", "logs", "-n", k8s_namespace, "p", "-f"]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as follow:
+        assert follow.stdout is not None
+        # kubectl follows once it printed what was there; a line written then is streamed.
+        assert [follow.stdout.readline() for _ in range(3)] == ["one\n", "two\n", "three\n"]
         k8s_kubelet.append_log(k8s_namespace, "p", "four\n", "main")
+        assert follow.stdout.readline() == "four\n"
         k8s_kubelet.terminate(k8s_namespace, "p", exit_code=0)
-
-    threading.Thread(target=produce).start()
-    followed = kubectl(control_plane, "logs", "-n", k8s_namespace, "p", "-f")
-    assert followed.stdout == "one\ntwo\nthree\nfour\n", followed.stderr
+        assert follow.wait(timeout=60) == 0 and follow.stdout.read() == ""
 
 
 def test_a_graceful_delete_completes_at_once(

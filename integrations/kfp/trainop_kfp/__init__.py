@@ -7,7 +7,8 @@
 - `trainop_run`: lightweight Python component around `trainop run --rm`.
 - `job_component(path)`: a component made from a job file, its `${trialParameters.NAME}`s inputs.
 
-All run in a stock Python image (`IMAGE`) and pip-install trainop (`PACKAGE`) when they start.
+All run in a stock Python image (`IMAGE`) and pip-install trainop when they start: the wheel of
+this very trainop that the compiled component carries, or the requirement `PACKAGE` names.
 """
 
 from __future__ import annotations

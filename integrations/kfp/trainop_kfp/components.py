@@ -1,18 +1,21 @@
 """The KFP v2 components: `run_training_job` and `trainop_run`, both lightweight Python.
 
 Both run in a stock Python image and install trainop when they start (`trainop_kfp.constants`:
-IMAGE and PACKAGE, said once). Each body is one call into `trainop_kfp.runner`, where the
-behaviour is tested; both run under kfp.local too.
+IMAGE and PACKAGE, said once; by default the wheel of this very trainop, `trainop_kfp.wheel`).
+Each body is one call into `trainop_kfp.runner`, where the behaviour is tested; both run under
+kfp.local too.
 """
 
 # No `from __future__ import annotations`: kfp reads these annotations as real types.
 
-from typing import NamedTuple, Optional
+from collections.abc import Callable
+from typing import Any, NamedTuple, Optional
 
 from kfp import dsl
 from kfp.dsl import Metrics, Output, TaskConfig
 
 from trainop_kfp.constants import IMAGE, PACKAGE
+from trainop_kfp.wheel import build_wheel, install_stage
 
 # Pipeline-task settings forwarded to every replica. Env also applies to this launcher task
 # (harmless, and proxies or credentials set there usually matter to the launcher too); resources
@@ -26,14 +29,34 @@ PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,
 ]
 
-# KFP installs its own runtime (kfp, same version as the compiling SDK, --no-deps), then trainop.
-INSTALL_OPTIONS = {"base_image": IMAGE, "packages_to_install": [PACKAGE]}
-COMPONENT_OPTIONS = {**INSTALL_OPTIONS, "task_config_passthroughs": PASSTHROUGHS}
+
+def component(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """`dsl.component` in the stock image, installing trainop as `trainop_kfp.constants` says:
+    the user's PACKAGE, else the wheel of this trainop, installed by a stage inserted right after
+    KFP's own install stage (which installs kfp, same version as the compiling SDK, --no-deps)."""
+
+    def make(func: Callable[..., Any]) -> Any:
+        packages = [PACKAGE] if PACKAGE else []
+        made = dsl.component(func, base_image=IMAGE, packages_to_install=packages, **options)
+        if not PACKAGE:
+            container = made.component_spec.implementation.container
+            container.command = _with_wheel_stage(list(container.command))
+        return made
+
+    return make
+
+
+def _with_wheel_stage(command: list[str]) -> list[str]:
+    # KFP's install stage is `sh -c '... && "$0" "$@"'`: the next stage runs after it.
+    after = next((i + 1 for i, part in enumerate(command) if '"$0" "$@"' in part), None)
+    if command[:2] != ["sh", "-c"] or after is None:
+        raise RuntimeError(f"kfp's component command has a shape trainop does not know: {command}")
+    return [*command[:after], *install_stage(build_wheel()), *command[after:]]
 
 
 # The body runs as its own module in the image: defaults must be literals (DEFAULT_BACKEND and
 # DEFAULT_TIMEOUT_SECONDS; a test keeps them in step) and imports must be inside.
-@dsl.component(**COMPONENT_OPTIONS)  # type: ignore[untyped-decorator]  # reason: kfp has no hints
+@component(task_config_passthroughs=PASSTHROUGHS)
 def run_training_job(
     metrics: Output[Metrics],
     task_config: TaskConfig,
@@ -67,7 +90,7 @@ def run_training_job(
     )
 
 
-@dsl.component(**INSTALL_OPTIONS)  # type: ignore[untyped-decorator]  # reason: kfp has no hints
+@component()
 def trainop_run(
     job_yaml: str,
     backend: str = "kubernetes",

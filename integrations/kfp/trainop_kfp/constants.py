@@ -1,25 +1,26 @@
 """Settings the KFP components share: what they run in is said here and nowhere else.
 
 Every component runs in a stock Python image and installs trainop at start, as KFP's lightweight
-components do (`pip install kfp==<the compiling SDK's version> --no-deps`, then PACKAGE): no image
-of ours has to exist. PACKAGE pins this very release on PyPI, so a pipeline compiled with trainop
-X runs trainop X; the release publishes that package. To run an unreleased build or a fork, set
-`TRAINOP_KFP_PACKAGE` to any pip requirement (a wheel URL, `trainop @ git+https://...@<commit>`)
-when the pipeline is compiled: it is written into the compiled YAML.
+components do (`pip install kfp==<the compiling SDK's version> --no-deps`, then trainop): no image
+of ours has to exist, and no package index is asked for trainop. By default the component's
+command carries a wheel of the very trainop that compiled the pipeline (`trainop_kfp.wheel`); its
+dependencies (trainop's requirements outside any extra) come from the pod's index as for any
+release. To install a build of your own instead (a wheel URL, `trainop[ray] @ https://...`), set
+`TRAINOP_KFP_PACKAGE` to that pip requirement when the pipeline is compiled: it is written into
+the compiled YAML, and no wheel is embedded.
 """
 
 from __future__ import annotations
 
 import os
 
-from trainop_core import __version__
-
 # The image every component runs in: any image with Python 3.10+ and pip works.
 IMAGE = "python:3.11-slim"
 
-# The pip requirement that installs trainop (with its kubernetes client) in that image.
+# The pip requirement that installs trainop in that image, when the user gives one at compile time;
+# empty (the default): the component carries the wheel of the trainop that compiles it.
 PACKAGE_ENV = "TRAINOP_KFP_PACKAGE"
-PACKAGE = os.environ.get(PACKAGE_ENV) or f"trainop=={__version__}"
+PACKAGE = os.environ.get(PACKAGE_ENV, "").strip()
 
 # What `backend` defaults to: on a pipeline cluster the job is a custom resource next to the task.
 DEFAULT_BACKEND = "kubernetes"

@@ -226,8 +226,6 @@ def _compile(function: str, source: str, filename: str) -> Any:
 
 
 def _decorate(func: Any) -> Any:
-    from kfp import dsl
+    from trainop_kfp.components import PASSTHROUGHS, component
 
-    from trainop_kfp.components import COMPONENT_OPTIONS
-
-    return dsl.component(func, **COMPONENT_OPTIONS)
+    return component(task_config_passthroughs=PASSTHROUGHS)(func)

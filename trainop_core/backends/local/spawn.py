@@ -24,7 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
-from trainop_core.backends.local.state import JobDir, open_private
+from trainop_core.backends.local.state import JobDir, open_private, read_json
 from trainop_core.errors import TrainopError
 
 _BOOT = (
@@ -40,10 +40,12 @@ def spawn_supervisor(job_dir: JobDir, *, new_job: bool = False) -> bool:
     """Start the job's supervisor, detached; False if a supervisor already holds the lock.
 
     For a `new_job` no supervisor can exist yet: the lock is waited for (a client checking
-    `supervisor_alive` holds it for an instant)."""
+    `supervisor_alive` holds it for an instant). A job being deleted gets none either: the
+    deletion stopped its supervisor on purpose, and a follower restarting it meanwhile would
+    see the replicas the deletion killed as failed and record the job Failed."""
     fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if not _lock(fd, wait=new_job):
+        if not _lock(fd, wait=new_job) or _deleting(job_dir):
             return False
         job_dir.control_file.unlink(missing_ok=True)
         job_dir.supervisor_pid.unlink(missing_ok=True)  # the new supervisor writes its own
@@ -54,6 +56,14 @@ def spawn_supervisor(job_dir: JobDir, *, new_job: bool = False) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def _deleting(job_dir: JobDir) -> bool:
+    try:
+        request = read_json(job_dir.control_file)
+    except (OSError, ValueError):  # none, or damaged: not a deletion's
+        return False
+    return isinstance(request, dict) and request.get("delete") is True
 
 
 def _single_threaded() -> bool:
