@@ -11,8 +11,10 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builders import make_job
@@ -296,6 +298,73 @@ def test_a_read_only_home_can_be_read_and_refuses_new_jobs_clearly(
     assert refused.returncode == 1
     assert "cannot create job default/new: Read-only file system" in refused.stderr
     assert "Traceback" not in listed.stderr + refused.stderr
+
+
+def test_delete_in_a_read_only_home_fails_with_the_reason_and_removes_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    job = write(tmp_path, make_job("TFJob", "kept").workers(1, command=OK).yaml())
+    assert main(["run", str(job)]) == 0
+    before = created(home)
+
+    refused = read_only(home, "delete", "kept")
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "cannot delete job default/kept: Read-only file system" in refused.stderr
+    assert "deleted" not in refused.stdout and "Traceback" not in refused.stderr
+    assert created(home) == before
+
+
+NOBODY = 65534
+
+
+def as_another_user(*args: str) -> subprocess.CompletedProcess[str]:
+    """`trainop ARGS` in a user namespace without root: files owned by another user (`NOBODY`)
+    are another user's to it, as to any unprivileged process."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("needs unshare(1) for a user namespace")
+    done = subprocess.run(
+        [unshare, "-U", sys.executable, "-m", "trainop_core.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if "unshare:" in done.stderr:
+        pytest.skip(f"no user namespace here: {done.stderr.strip()[:100]}")
+    return done
+
+
+def test_delete_of_a_job_in_another_users_directory_fails_and_leaves_it_running(
+    home: Path, tmp_path: Path
+) -> None:
+    sleep = ["python", "-c", "import time; print('up', flush=True); time.sleep(120)"]
+    job = write(tmp_path, make_job("TFJob", "theirs").workers(1, command=sleep).yaml())
+    assert main(["submit", str(job)]) == 0
+    space = home / "jobs" / "default"
+    log = space / "theirs" / "logs" / "worker-0.log"
+    _until(lambda: log.exists() and "up" in log.read_text())
+    os.chown(space, NOBODY, NOBODY)  # the namespace directory is someone else's
+    space.chmod(0o755)
+    try:
+        refused = as_another_user("delete", "theirs")
+        state = as_another_user("get", "theirs")
+    finally:
+        os.chown(space, os.getuid(), os.getgid())
+        space.chmod(0o700)
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "cannot delete job default/theirs: Permission denied" in refused.stderr
+    assert "deleted" not in refused.stdout
+    assert state.returncode == 0 and "Running" in state.stdout, state.stdout + state.stderr
+
+
+def _until(condition: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
 
 
 def test_the_state_directories_are_created_private(home: Path, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 
 from trainop_core.backends.local.state import JobDir, open_private
+from trainop_core.private_files import append_fd, open_lock
 from trainop_core.errors import TrainopError
 
 _BOOT = (
@@ -41,7 +42,7 @@ def spawn_supervisor(job_dir: JobDir, *, new_job: bool = False) -> bool:
 
     For a `new_job` no supervisor can exist yet: the lock is waited for (a client checking
     `supervisor_alive` holds it for an instant)."""
-    fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_lock(job_dir.supervisor_lock)
     try:
         if not _lock(fd, wait=new_job):
             return False
@@ -127,7 +128,7 @@ def _detach_stdio(job_dir: JobDir, lock_fd: int) -> None:
     """Output to supervisor.log, nothing inherited kept open (a starter's pipe must see EOF)."""
     os.chdir(job_dir.path)
     null = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(job_dir.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = append_fd(job_dir.supervisor_log)
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
