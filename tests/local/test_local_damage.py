@@ -294,3 +294,24 @@ def test_an_events_file_that_cannot_be_read_is_damage_named(tmp_path: Path) -> N
     job_dir.events_file.mkdir(parents=True)  # a directory where the file should be
     with pytest.raises(DamagedJobError, match="events.jsonl cannot be read"):
         job_dir.read_events()
+
+
+def test_state_files_are_never_written_through_a_planted_link(
+    client: TrainingClient, home: Path, tmp_path: Path
+) -> None:
+    finished_job(client, "linked")
+    job_dir = JobDir(home / "jobs" / "default" / "linked")
+    theirs, their_job = tmp_path / "theirs", tmp_path / "their-job.json"
+    theirs.write_text("untouched")
+    their_job.write_text(job_dir.job_file.read_text())
+    for path, target in ((job_dir.events_file, theirs), (job_dir.job_file, their_job)):
+        path.unlink()
+        path.symlink_to(target)
+    unchanged = their_job.read_text()
+
+    with pytest.raises(OSError, match="is a symbolic link"):
+        job_dir.append_event("Normal", "Planted", "must not reach the target")
+    job_dir.modify_job(lambda job: job.update(status={}))  # replaces the link, never follows
+
+    assert theirs.read_text() == "untouched" and their_job.read_text() == unchanged
+    assert not job_dir.job_file.is_symlink()
