@@ -292,7 +292,7 @@ def test_event_lines_of_any_shape_are_skipped_not_fatal(tmp_path: Path) -> None:
 def test_an_events_file_that_cannot_be_read_is_damage_named(tmp_path: Path) -> None:
     job_dir = JobDir(tmp_path / "jobs" / "default" / "job")
     job_dir.events_file.mkdir(parents=True)  # a directory where the file should be
-    with pytest.raises(DamagedJobError, match="events.jsonl cannot be read"):
+    with pytest.raises(DamagedJobError, match=r"events\.jsonl cannot be read"):
         job_dir.read_events()
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainop_core.testing.cluster import build_parser as cluster_parser
 from trainop_core.testing.cluster import admin_kubeconfig
+from trainop_core.testing.cluster import build_parser as cluster_parser
 from trainop_core.testing.controlplane import write_kubeconfig
 
 

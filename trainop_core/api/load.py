@@ -19,9 +19,9 @@ import yaml
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
+from trainop_core.api.cycles import cycle_problem
 from trainop_core.api.job import API_VERSION, TrainingJob
 from trainop_core.api.podtemplate import check_template, describe, join
-from trainop_core.api.cycles import cycle_problem
 from trainop_core.api.reader import check_tree, parse_yaml, read_file
 from trainop_core.errors import InvalidJobError, Problem, TrainopError
 

@@ -24,8 +24,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 

@@ -25,8 +25,8 @@ import traceback
 from pathlib import Path
 
 from trainop_core.backends.local.state import JobDir, open_private
-from trainop_core.private_files import append_fd, open_lock
 from trainop_core.errors import TrainopError
+from trainop_core.private_files import append_fd, open_lock
 
 _BOOT = (
     "import os, sys\n"

@@ -60,8 +60,8 @@ from trainop_core.decorators.config import load_decorator_config
 from trainop_core.decorators.decoration import Decorators
 from trainop_core.errors import NotFoundError
 from trainop_core.kinds.base import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION
-from trainop_core.private_files import open_lock
 from trainop_core.planner.types import Observed, Plan, PlanOptions
+from trainop_core.private_files import open_lock
 
 SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises
 HELD_POLL_SECONDS = 0.05  # how often a TTL deletion held up by a follower looks again

@@ -197,5 +197,3 @@ def _handler(owner: WebhookServer) -> type[BaseHTTPRequestHandler]:
             return None
 
     return Handler
-
-
