@@ -315,3 +315,16 @@ def test_state_files_are_never_written_through_a_planted_link(
 
     assert theirs.read_text() == "untouched" and their_job.read_text() == unchanged
     assert not job_dir.job_file.is_symlink()
+
+
+@pytest.mark.parametrize(
+    "local",
+    ['{"ports": [1, 2]}', '{"workdir": ".", "ports": {"worker-0": "http"}}', "[" * 100_000],
+    ids=["ports that are a list", "a port that is a word", "nesting 100000 deep"],
+)
+def test_a_job_whose_local_file_is_damaged_does_not_block_new_jobs(
+    client: TrainingClient, home: Path, local: str
+) -> None:
+    finished_job(client, "odd")
+    (home / "jobs" / "default" / "odd" / "local.json").write_text(local)
+    finished_job(client, "next")  # allocating its ports reads every job's local.json
