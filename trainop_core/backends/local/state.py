@@ -115,9 +115,9 @@ def read_json(path: Path) -> Any:
         data = json.loads(raw)
         check_tree(data)
     except RecursionError:
-        raise ValueError("nested too deeply") from None
+        raise ValueError("it is nested too deeply to read") from None
     except InvalidJobError as err:
-        raise ValueError(str(err.problems[0]).removeprefix("the job ")) from None
+        raise ValueError(str(err.problems[0]).replace("the job ", "it ", 1)) from None
     return data
 
 
