@@ -369,6 +369,35 @@ def _until(condition: Any, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+def immutable_files_here(tmp_path: Path) -> None:
+    """Skip unless this process can make a file immutable here (root, a file system that can)."""
+    probe = tmp_path / "probe"
+    probe.touch()
+    chattr = shutil.which("chattr")
+    done = subprocess.run([chattr or "chattr", "+i", str(probe)], capture_output=True, check=False)
+    if chattr is None or done.returncode != 0:
+        pytest.skip("needs chattr +i (root, and a file system with immutable files)")
+    subprocess.run([chattr, "-i", str(probe)], check=True)
+
+
+def test_run_rm_that_cannot_remove_its_job_says_so_and_exits_1(home: Path, tmp_path: Path) -> None:
+    immutable_files_here(tmp_path)
+    pin = ["sh", "-c", 'touch "$TRAINOP_JOB_DIR/pinned" && chattr +i "$TRAINOP_JOB_DIR/pinned"']
+    job = write(tmp_path, make_job("TFJob", "pinned").workers(1, command=pin).yaml())
+    try:
+        done = trainop("run", "--rm", str(job))
+    finally:  # the job's directory, or what the removal left of it (renamed aside)
+        for pinned in home.glob("jobs/default/*pinned*/pinned"):
+            subprocess.run(["chattr", "-i", str(pinned)], check=True)
+            shutil.rmtree(pinned.parent)
+
+    assert done.returncode == 1, done.stderr
+    assert "Succeeded" in done.stderr  # the job itself succeeded ...
+    assert "the job was not removed: cannot delete job default/pinned" in done.stderr
+    assert "Operation not permitted" in done.stderr  # ... but --rm could not do its part
+    assert "Traceback" not in done.stderr
+
+
 def test_the_state_directories_are_created_private(home: Path, tmp_path: Path) -> None:
     assert (
         main(["run", str(write(tmp_path, make_job("TFJob", "mine").workers(1, command=OK).yaml()))])
