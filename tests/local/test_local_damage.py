@@ -191,13 +191,18 @@ def test_a_job_whose_local_state_is_garbled_is_recorded_failed_not_restarted_for
     assert "local.json" in (finished.status.conditions[-1].message or "")
 
 
+@pytest.mark.parametrize(
+    "garbage",
+    [lambda p: p.write_text("\x00garbage"), lambda p: _huge(p, 2**30)],
+    ids=["NUL and letters", "a 1 GiB file"],
+)
 def test_delete_works_when_the_supervisor_pid_file_is_garbled(
-    client: TrainingClient, home: Path, tag: str
+    client: TrainingClient, home: Path, tag: str, garbage: Callable[[Path], None]
 ) -> None:
     client.create(make_job("TFJob", "nopid").workers(2, command=SLEEP).build())
     job_dir = JobDir(home / "jobs" / "default" / "nopid")
     until(lambda: len(tagged_processes(tag)) == 2)
-    job_dir.supervisor_pid.write_text("\x00garbage")
+    garbage(job_dir.supervisor_pid)
 
     started = time.monotonic()
     client.delete("nopid")

@@ -302,8 +302,10 @@ class JobDir:
         return is_held(self.supervisor_lock)
 
     def read_supervisor_pid(self) -> int | None:
+        """The pid the supervisor wrote; None if it is missing or damaged (read bounded)."""
         try:
-            text = self.supervisor_pid.read_text(errors="replace").strip()
+            with self.supervisor_pid.open("rb") as handle:
+                text = handle.read(32).decode(errors="replace").strip()
         except OSError:
             return None
         return int(text) if text.isascii() and text.isdigit() and 0 < int(text) < 2**22 else None
