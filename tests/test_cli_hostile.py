@@ -11,8 +11,10 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builders import make_job
@@ -296,6 +298,104 @@ def test_a_read_only_home_can_be_read_and_refuses_new_jobs_clearly(
     assert refused.returncode == 1
     assert "cannot create job default/new: Read-only file system" in refused.stderr
     assert "Traceback" not in listed.stderr + refused.stderr
+
+
+def test_delete_in_a_read_only_home_fails_with_the_reason_and_removes_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    job = write(tmp_path, make_job("TFJob", "kept").workers(1, command=OK).yaml())
+    assert main(["run", str(job)]) == 0
+    before = created(home)
+
+    refused = read_only(home, "delete", "kept")
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "cannot delete job default/kept: Read-only file system" in refused.stderr
+    assert "deleted" not in refused.stdout and "Traceback" not in refused.stderr
+    assert created(home) == before
+
+
+NOBODY = 65534
+
+
+def as_another_user(*args: str) -> subprocess.CompletedProcess[str]:
+    """`trainop ARGS` in a user namespace without root: files owned by another user (`NOBODY`)
+    are another user's to it, as to any unprivileged process."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("needs unshare(1) for a user namespace")
+    done = subprocess.run(
+        [unshare, "-U", sys.executable, "-m", "trainop_core.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if "unshare:" in done.stderr:
+        pytest.skip(f"no user namespace here: {done.stderr.strip()[:100]}")
+    return done
+
+
+def test_delete_of_a_job_in_another_users_directory_fails_and_leaves_it_running(
+    home: Path, tmp_path: Path
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a directory to another user")
+    sleep = ["python", "-c", "import time; print('up', flush=True); time.sleep(120)"]
+    job = write(tmp_path, make_job("TFJob", "theirs").workers(1, command=sleep).yaml())
+    assert main(["submit", str(job)]) == 0
+    space = home / "jobs" / "default"
+    log = space / "theirs" / "logs" / "worker-0.log"
+    _until(lambda: log.exists() and "up" in log.read_text())
+    os.chown(space, NOBODY, NOBODY)  # the namespace directory is someone else's
+    space.chmod(0o755)
+    try:
+        refused = as_another_user("delete", "theirs")
+        state = as_another_user("get", "theirs")
+    finally:
+        os.chown(space, os.getuid(), os.getgid())
+        space.chmod(0o700)
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "cannot delete job default/theirs: Permission denied" in refused.stderr
+    assert "deleted" not in refused.stdout
+    assert state.returncode == 0 and "Running" in state.stdout, state.stdout + state.stderr
+
+
+def _until(condition: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def immutable_files_here(tmp_path: Path) -> None:
+    """Skip unless this process can make a file immutable here (root, a file system that can)."""
+    probe = tmp_path / "probe"
+    probe.touch()
+    chattr = shutil.which("chattr")
+    done = subprocess.run([chattr or "chattr", "+i", str(probe)], capture_output=True, check=False)
+    if chattr is None or done.returncode != 0:
+        pytest.skip("needs chattr +i (root, and a file system with immutable files)")
+    subprocess.run([chattr, "-i", str(probe)], check=True)
+
+
+def test_run_rm_that_cannot_remove_its_job_says_so_and_exits_1(home: Path, tmp_path: Path) -> None:
+    immutable_files_here(tmp_path)
+    pin = ["sh", "-c", 'touch "$TRAINOP_JOB_DIR/pinned" && chattr +i "$TRAINOP_JOB_DIR/pinned"']
+    job = write(tmp_path, make_job("TFJob", "pinned").workers(1, command=pin).yaml())
+    try:
+        done = trainop("run", "--rm", str(job))
+    finally:  # the job's directory, or what the removal left of it (renamed aside)
+        for pinned in home.glob("jobs/default/*pinned*/pinned"):
+            subprocess.run(["chattr", "-i", str(pinned)], check=True)
+            shutil.rmtree(pinned.parent)
+
+    assert done.returncode == 1, done.stderr
+    assert "Succeeded" in done.stderr  # the job itself succeeded ...
+    assert "the job was not removed: cannot delete job default/pinned" in done.stderr
+    assert "Operation not permitted" in done.stderr  # ... but --rm could not do its part
+    assert "Traceback" not in done.stderr
 
 
 def test_the_state_directories_are_created_private(home: Path, tmp_path: Path) -> None:

@@ -4,8 +4,10 @@ and prints what its expectations (tests/examples_support/expectations.py) say it
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
-import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,8 +59,6 @@ def test_example_runs_to_succeeded(
     expected = EXAMPLES[example]
     if "mxnet" in example:
         request.getfixturevalue("mxnet_venv")
-    for leftover in expected.get("cleanup", []):
-        shutil.rmtree(leftover, ignore_errors=True)
 
     created = client.create(ROOT / example)
     finished = client.wait(created.name, created.namespace, timeout=expected["timeout_s"])
@@ -74,3 +74,59 @@ def test_example_runs_to_succeeded(
     assert counts == expected["replicas"]
     for pattern in expected["must_match"]:
         assert re.search(pattern, text, re.MULTILINE), f"{pattern!r} not in logs:\n{text[-3000:]}"
+
+
+def _flaky_attempt(job_dir: Path, env: dict[str, str]) -> int:
+    """One attempt of the exit-code example's Worker, as `trainop run` starts it for the job
+    whose state directory is `job_dir` (the YAML's env, the job marker, the rendezvous)."""
+    replica_env = {
+        **os.environ,
+        **env,
+        "TRAINOP_JOB_DIR": str(job_dir),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",  # a port can come round again: it is no run's identity
+        "RANK": "1",
+        "WORLD_SIZE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "flaky.py", "--fail-rank", "1", "--exit-code", "137"],
+        cwd=ROOT / "examples" / "exitcode",
+        env=replica_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode
+
+
+def test_two_runs_of_the_exit_code_example_keep_their_markers_apart(tmp_path: Path) -> None:
+    import yaml
+
+    job = yaml.safe_load((ROOT / "examples" / "exitcode" / "retry.yaml").read_text())
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    env = {item["name"]: item["value"] for item in container.get("env", [])}
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(mode=0o700)
+    second.mkdir(mode=0o700)
+
+    assert _flaky_attempt(first, env) == 137  # the first run fails once ...
+    assert _flaky_attempt(second, env) == 137  # ... and so does a second, its marker unseen
+    assert _flaky_attempt(first, env) == 0  # each run's restart sees its own marker
+    assert _flaky_attempt(second, env) == 0
+    assert list(first.iterdir()) == list(second.iterdir()) == []  # removed on success
+
+
+def test_the_exit_code_example_says_what_to_set_without_a_marker_directory() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRAINOP_JOB_DIR", "FLAKY_MARKER_DIR")}
+    done = subprocess.run(
+        [sys.executable, "flaky.py"],
+        cwd=ROOT / "examples" / "exitcode",
+        env={**env, "RANK": "1", "WORLD_SIZE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "set FLAKY_MARKER_DIR" in done.stderr

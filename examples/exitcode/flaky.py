@@ -5,14 +5,18 @@ permanent failures, 128-255 (e.g. 137 = SIGKILL/OOM-kill, 143 = SIGTERM) are
 retryable, so the operator restarts the replica.
 
 A restarted replica is a brand-new process, so the "I already failed" state lives in
-a marker file ``<marker-dir>/<MASTER_ADDR>-<MASTER_PORT>-rank-<RANK>.failed``. Keying it by the
-master's address/port keeps concurrent local runs apart (each local run gets its own free
-port, kept across replica restarts). With ``restartPolicy: ExitCode`` the operator
-re-creates the *pod*, so on Kubernetes the marker dir must be on a volume that outlives
-the pod (e.g. a PVC); locally it is just a directory on this machine. The marker dir is, in order:
-``--marker-dir``, env ``FLAKY_MARKER_DIR`` (retry.yaml sets it), or
-``$TMPDIR/trainop-flaky-<TRAINOP_JOB_UID|JOB_NAME|default>``. The marker is removed
-on success so the job behaves the same every time it is run.
+a marker file ``<marker-dir>/<MASTER_ADDR>-<MASTER_PORT>-rank-<RANK>.failed``. The marker dir
+belongs to one run of the job, never a fixed path every run shares (a marker left by another
+run, or planted by another user, would change the outcome). It is, in order:
+
+- ``--marker-dir``, or env ``FLAKY_MARKER_DIR``: with ``restartPolicy: ExitCode`` the operator
+  re-creates the *pod*, so on Kubernetes this must be a volume that outlives the pod and
+  belongs to this job (e.g. a PVC mounted there);
+- env ``TRAINOP_JOB_DIR``, which ``trainop run`` gives every replica: the job's own private
+  state directory, made for this run and removed with the job.
+
+Without any of them the script stops with a message saying what to set. The marker is removed
+on success, so the job behaves the same every time it is run.
 
 Only ``--fail-rank`` (default 1 = the first Worker) fails; it dies *before*
 joining the process group, so the Master simply waits in init_process_group for the
@@ -23,17 +27,18 @@ import argparse
 import contextlib
 import os
 import sys
-import tempfile
 import time
 
 
 def marker_dir(cli):
+    """This run's marker directory (see the module docstring); None if nothing names one."""
     if cli:
         return cli
     if os.environ.get("FLAKY_MARKER_DIR"):
         return os.environ["FLAKY_MARKER_DIR"]
-    key = os.environ.get("TRAINOP_JOB_UID") or os.environ.get("JOB_NAME") or "default"
-    return os.path.join(tempfile.gettempdir(), f"trainop-flaky-{key}")
+    if os.environ.get("TRAINOP_JOB_DIR"):
+        return os.path.join(os.environ["TRAINOP_JOB_DIR"], "flaky-markers")
+    return None
 
 
 def main():
@@ -52,6 +57,11 @@ def main():
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     mdir = marker_dir(args.marker_dir)
+    if mdir is None:
+        sys.exit(
+            "flaky: no marker directory for this run: set FLAKY_MARKER_DIR (on Kubernetes, a "
+            "volume that outlives the pod, e.g. a PVC) or pass --marker-dir"
+        )
     job_key = f"{os.environ.get('MASTER_ADDR', 'local')}-{os.environ.get('MASTER_PORT', '0')}"
     marker = os.path.join(mdir, f"{job_key}-rank-{rank}.failed")
     restarted = os.path.exists(marker)
@@ -62,8 +72,9 @@ def main():
     )
 
     if rank == args.fail_rank and not restarted:
-        os.makedirs(mdir, exist_ok=True)
-        with open(marker, "w") as f:
+        os.makedirs(mdir, mode=0o700, exist_ok=True)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
             f.write(f"failed at {time.time()} pid {os.getpid()}\n")
         print(f"flaky: rank={rank} failing once with exit code {args.exit_code}", flush=True)
         sys.stdout.flush()

@@ -331,11 +331,41 @@ def test_hostile_data_built_in_code_is_refused(build: Any, expected: str) -> Non
     assert expected in problem_of(data)
 
 
-def test_a_job_model_holding_a_cycle_is_refused() -> None:
-    job = minimal_job("TFJob").job()
+def test_a_dict_that_contains_itself_is_refused_naming_the_field() -> None:
+    problem = problem_of(_cyclic())
+    assert "spec.tfReplicaSpecs.Worker.template.metadata: contains itself" in problem
+    assert "(refers back to the job itself)" in problem
+
+
+def _template_loop(job: Any) -> None:
     template = job.spec.replica_specs["Worker"].template
     template["metadata"] = {"loop": template}
-    assert "the job cannot be read" in problem_of(job)
+
+
+def _annotation_loop(job: Any) -> None:
+    job.metadata.annotations = {"note": "x"}
+    annotations = job.metadata.annotations
+    annotations["again"] = [annotations]  # in place: no assignment validation sees it
+
+
+@pytest.mark.parametrize(
+    ("make_loop", "field", "back_to"),
+    [
+        (
+            _template_loop,
+            "spec.tfReplicaSpecs.Worker.template.metadata.loop",
+            "spec.tfReplicaSpecs.Worker.template",
+        ),
+        (_annotation_loop, "metadata.annotations.again[0]", "metadata.annotations"),
+    ],
+    ids=["a pod template that contains itself", "annotations that contain themselves"],
+)
+def test_a_job_model_holding_a_cycle_is_refused_naming_the_field(
+    make_loop: Any, field: str, back_to: str
+) -> None:
+    job = minimal_job("TFJob").job()
+    make_loop(job)
+    assert f"{field}: contains itself (refers back to {back_to})" in problem_of(job)
 
 
 def test_timestamps_stay_strings_as_kubernetes_reads_them() -> None:

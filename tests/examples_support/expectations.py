@@ -94,7 +94,6 @@ EXAMPLES = {
     },
     "examples/exitcode/retry.yaml": {
         "replicas": {"Master": 1, "Worker": 1},
-        "cleanup": ["/tmp/trainop-flaky-retry"],
         "must_match": [
             r"rank=1 failing once with exit code 137",
             r"rank=1 .*restarted=True",

@@ -4,10 +4,12 @@ that takes over from damaged records re-derives what it can and leaves nothing r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,10 +17,15 @@ import pytest
 from builders import make_job
 from local_helpers import py, tagged_processes
 
-from trainop_core.backends.local.state import JobDir
+from trainop_core.backends.local.state import (
+    EVENTS_KEEP_BYTES,
+    EVENTS_MAX_BYTES,
+    MAX_EVENT_MESSAGE,
+    JobDir,
+)
 from trainop_core.cli.main import main
 from trainop_core.client import TrainingClient, is_succeeded, job_state
-from trainop_core.errors import TrainopError
+from trainop_core.errors import DamagedJobError, TrainopError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,7 +54,29 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "an unknown kind": lambda d: _edit(d, lambda job: job.update(kind="NoSuchJob")),
     "a spec no model accepts": lambda d: _edit(d, lambda job: job.update(spec={"x": 1})),
     "no job.json at all": lambda d: (d / "job.json").unlink(),
+    "a job.json nested 100000 deep": lambda d: (d / "job.json").write_text("[" * 100_000),
+    "a job.json nested 500 deep": lambda d: _edit(d, lambda job: job.update(x=_nested(500))),
+    "a job.json of 64 MiB": lambda d: _huge(d / "job.json", 64 * 2**20),
+    "a status that is a number": lambda d: _edit(d, lambda job: job.update(status=5)),
+    "conditions that are not a list": lambda d: _edit(
+        d, lambda job: job.update(status={"conditions": "Succeeded"})
+    ),
+    "a condition that is a number": lambda d: _edit(
+        d, lambda job: job.update(status={"conditions": [5]})
+    ),
 }
+
+
+def _nested(depth: int) -> object:
+    node: object = 1
+    for _ in range(depth):
+        node = [node]
+    return node
+
+
+def _huge(path: Path, size: int) -> None:
+    with path.open("r+b") as handle:  # sparse: costs no disk, reads as NUL bytes
+        handle.truncate(size)
 
 
 def _edit(job_dir: Path, change: Callable[[dict[str, object]], None]) -> None:
@@ -77,6 +106,10 @@ def test_a_damaged_job_is_listed_marked_deleted_and_its_name_reused(
 
     with pytest.raises(TrainopError, match="damaged"):
         client.wait("broken", timeout=5)
+    assert main(["logs", "-f", "broken"]) == 0  # a follower reads the status: ends at once
+    assert "worker-0 | done" in capsys.readouterr().out
+    with contextlib.suppress(TrainopError):  # refused as damaged, or finished: never a crash
+        client.stop("broken")
 
     assert main(["delete", "broken"]) == 0
     assert not (home / "jobs" / "default" / "broken").exists()
@@ -158,13 +191,18 @@ def test_a_job_whose_local_state_is_garbled_is_recorded_failed_not_restarted_for
     assert "local.json" in (finished.status.conditions[-1].message or "")
 
 
+@pytest.mark.parametrize(
+    "garbage",
+    [lambda p: p.write_text("\x00garbage"), lambda p: _huge(p, 2**30)],
+    ids=["NUL and letters", "a 1 GiB file"],
+)
 def test_delete_works_when_the_supervisor_pid_file_is_garbled(
-    client: TrainingClient, home: Path, tag: str
+    client: TrainingClient, home: Path, tag: str, garbage: Callable[[Path], None]
 ) -> None:
     client.create(make_job("TFJob", "nopid").workers(2, command=SLEEP).build())
     job_dir = JobDir(home / "jobs" / "default" / "nopid")
     until(lambda: len(tagged_processes(tag)) == 2)
-    job_dir.supervisor_pid.write_text("\x00garbage")
+    garbage(job_dir.supervisor_pid)
 
     started = time.monotonic()
     client.delete("nopid")
@@ -197,3 +235,101 @@ def test_a_replica_name_from_a_tampered_local_file_never_becomes_a_path(
     texts = [line.text for line in client.logs("tampered")]
 
     assert "outside TRAINOP_HOME" not in texts
+
+
+def test_the_events_file_keeps_the_newest_events_within_its_cap(tmp_path: Path) -> None:
+    job_dir = JobDir(tmp_path / "job")
+    job_dir.path.mkdir()
+    message = "x" * 1000
+    count = 3 * EVENTS_MAX_BYTES // len(message)
+    for number in range(count):
+        job_dir.append_event("Normal", f"Event{number}", message)
+        assert job_dir.events_file.stat().st_size <= EVENTS_MAX_BYTES + 2 * len(message)
+
+    reasons = [event["reason"] for event in job_dir.read_events()]
+    assert reasons[-1] == f"Event{count - 1}"  # the newest is kept, in order
+    assert reasons == [f"Event{n}" for n in range(count - len(reasons), count)]
+    assert len(reasons) * len(message) >= EVENTS_KEEP_BYTES // 2  # trimmed, not emptied
+
+
+def test_an_event_message_is_cut_to_its_cap(tmp_path: Path) -> None:
+    job_dir = JobDir(tmp_path / "job")
+    job_dir.path.mkdir()
+    job_dir.append_event("Warning", "Huge", "y" * (10 * MAX_EVENT_MESSAGE))
+    [event] = job_dir.read_events()
+    assert event["message"] == "y" * MAX_EVENT_MESSAGE + " [cut]"
+
+
+def test_a_huge_events_file_is_read_from_its_tail_in_bounded_memory(tmp_path: Path) -> None:
+    job_dir = JobDir(tmp_path / "job")
+    job_dir.path.mkdir()
+    job_dir.events_file.touch()
+    _huge(job_dir.events_file, 256 * 2**20)
+    job_dir.append_event("Normal", "Newest", "read")
+
+    tracemalloc.start()
+    try:
+        events = job_dir.read_events()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert [event["reason"] for event in events] == ["Newest"]
+    assert peak < 4 * EVENTS_MAX_BYTES, f"{peak / 2**20:.0f} MiB to read the events"
+
+
+def test_event_lines_of_any_shape_are_skipped_not_fatal(tmp_path: Path) -> None:
+    job_dir = JobDir(tmp_path / "job")
+    job_dir.path.mkdir()
+    job_dir.append_event("Normal", "First", "ok")
+    with job_dir.events_file.open("ab") as handle:
+        handle.write(b"[" * 100_000 + b"\n")  # deeper than the JSON decoder recurses
+        handle.write(os.urandom(2000).replace(b"\n", b"") + b"\n")
+        handle.write(b'{"reason": ["not", "a", "string"], "message": {"x": 1}}\n')
+    job_dir.append_event("Normal", "Last", "ok")
+
+    events = job_dir.read_events()
+
+    assert [event.get("reason") for event in events] == ["First", None, "Last"]
+    assert all(isinstance(value, str) for event in events for value in event.values())
+
+
+def test_an_events_file_that_cannot_be_read_is_damage_named(tmp_path: Path) -> None:
+    job_dir = JobDir(tmp_path / "jobs" / "default" / "job")
+    job_dir.events_file.mkdir(parents=True)  # a directory where the file should be
+    with pytest.raises(DamagedJobError, match=r"events\.jsonl cannot be read"):
+        job_dir.read_events()
+
+
+def test_state_files_are_never_written_through_a_planted_link(
+    client: TrainingClient, home: Path, tmp_path: Path
+) -> None:
+    finished_job(client, "linked")
+    job_dir = JobDir(home / "jobs" / "default" / "linked")
+    theirs, their_job = tmp_path / "theirs", tmp_path / "their-job.json"
+    theirs.write_text("untouched")
+    their_job.write_text(job_dir.job_file.read_text())
+    for path, target in ((job_dir.events_file, theirs), (job_dir.job_file, their_job)):
+        path.unlink()
+        path.symlink_to(target)
+    unchanged = their_job.read_text()
+
+    with pytest.raises(OSError, match="is a symbolic link"):
+        job_dir.append_event("Normal", "Planted", "must not reach the target")
+    job_dir.modify_job(lambda job: job.update(status={}))  # replaces the link, never follows
+
+    assert theirs.read_text() == "untouched" and their_job.read_text() == unchanged
+    assert not job_dir.job_file.is_symlink()
+
+
+@pytest.mark.parametrize(
+    "local",
+    ['{"ports": [1, 2]}', '{"workdir": ".", "ports": {"worker-0": "http"}}', "[" * 100_000],
+    ids=["ports that are a list", "a port that is a word", "nesting 100000 deep"],
+)
+def test_a_job_whose_local_file_is_damaged_does_not_block_new_jobs(
+    client: TrainingClient, home: Path, local: str
+) -> None:
+    finished_job(client, "odd")
+    (home / "jobs" / "default" / "odd" / "local.json").write_text(local)
+    finished_job(client, "next")  # allocating its ports reads every job's local.json

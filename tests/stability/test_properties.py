@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import os
 import sys
 import tempfile
@@ -23,8 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainop_core.api.validation import prepare
+from trainop_core.backends.local import LocalBackend
+from trainop_core.backends.local.state import JobDir
 from trainop_core.cli.main import main
-from trainop_core.errors import InvalidJobError
+from trainop_core.errors import DamagedJobError, InvalidJobError
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "local"))
@@ -295,3 +298,52 @@ def test_read_commands_take_any_name_and_namespace(home: Path, name: str, namesp
         assert code in (0, 1, 2), printed
         assert "Traceback" not in printed
     assert jobs_under(home) == []
+
+
+# --- stored state ------------------------------------------------------------------------------
+
+
+@st.composite
+def damaged_files(draw: st.DrawFn) -> bytes:
+    """What a state file may hold after a crash, a full disk or a hand edit: a valid job cut
+    short, a job mutated into any shape (status included), deep nesting, or any bytes."""
+    job = draw(mutated_jobs())
+    if draw(st.booleans()):
+        job["status"] = draw(VALUES)
+    text = json.dumps(job, indent=1).encode()
+    choice = draw(st.sampled_from(["cut", "mutated", "deep", "deep job", "bytes"]))
+    if choice == "cut":
+        return text[: draw(st.integers(0, len(text)))]
+    if choice == "deep":
+        return b"[" * draw(st.integers(60, 200_000))
+    if choice == "deep job":  # written as text: json.dumps itself recurses
+        depth = draw(st.integers(60, 5_000))
+        job["spec"] = "SPEC"
+        return json.dumps(job).replace('"SPEC"', "[" * depth + "{}" + "]" * depth).encode()
+    if choice == "bytes":
+        return draw(st.binary(max_size=2_000))
+    return text
+
+
+@settings(max_examples=200)
+@given(content=damaged_files())
+def test_stored_state_of_any_shape_reads_as_a_job_or_as_damaged(
+    tmp_path_factory: pytest.TempPathFactory, content: bytes
+) -> None:
+    home = tmp_path_factory.mktemp("state")
+    job_dir = JobDir(home / "jobs" / "default" / "prop")
+    job_dir.path.mkdir(parents=True)
+    job_dir.job_file.write_bytes(content)
+    job_dir.events_file.write_bytes(content + b"\n" + content)
+    backend = LocalBackend(home=home)
+
+    with bounded_memory():
+        with contextlib.suppress(DamagedJobError):  # the one error damage may raise
+            job_dir.read_job()
+        [listed] = backend.list("default")
+        got = backend.get("prop", "default")
+        events = job_dir.read_events()
+
+    damaged = [job.metadata.annotations or {} for job in (listed, got)]
+    assert damaged[0].keys() == damaged[1].keys()
+    assert all(isinstance(value, str) for event in events for value in event.values())

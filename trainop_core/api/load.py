@@ -19,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
+from trainop_core.api.cycles import cycle_problem
 from trainop_core.api.job import API_VERSION, TrainingJob
 from trainop_core.api.podtemplate import check_template, describe, join
 from trainop_core.api.reader import check_tree, parse_yaml, read_file
@@ -125,7 +126,10 @@ def parse_text(text: str, origin: str) -> list[Document]:
 
 def model_data(job: TrainingJob) -> dict[str, Any]:
     """A job model built in code as wire data, checked like any other source (a template may hold
-    a value that contains itself, which the model cannot even dump)."""
+    a value that contains itself, which the model cannot even dump: refused naming the field)."""
+    cycle = cycle_problem(job)
+    if cycle is not None:
+        raise InvalidJobError([cycle], job=f"{job.kind}/{job.name}")
     try:
         data = job.to_dict()
     except ValueError as err:  # pydantic: "Circular reference detected"

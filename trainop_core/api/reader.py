@@ -345,7 +345,7 @@ def check_tree(data: Any, origin: str = "") -> None:
         if not isinstance(node, Mapping | list | tuple):
             continue
         if id(node) in path_ids:
-            _tree_problem("contains itself (a mapping or list refers back to itself)", origin)
+            _cycle(data, origin)
         if depth >= MAX_DEPTH:
             _tree_problem(f"is nested more than {MAX_DEPTH} levels deep", origin)
         path_ids.append(id(node))
@@ -358,3 +358,11 @@ def check_tree(data: Any, origin: str = "") -> None:
 
 def _tree_problem(message: str, origin: str) -> None:
     raise InvalidJobError([Problem("", f"the job {message}")], source=origin)
+
+
+def _cycle(data: Any, origin: str) -> None:
+    """Name the field where `data` contains itself (known to: found without paths, cheaply)."""
+    from trainop_core.api.cycles import cycle_problem
+
+    problem = cycle_problem(data) or Problem("", "contains itself")
+    raise InvalidJobError([problem], source=origin)

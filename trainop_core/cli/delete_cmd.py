@@ -21,8 +21,10 @@ def register(subparsers: Any) -> None:
         help="stop a job and remove it",
         description=(
             "Stop every replica of the job (SIGTERM, then SIGKILL after the grace period) and "
-            "remove it with its status and logs (a job whose stored state is damaged too). Exit "
-            "codes: 0 deleted, 1 no such job, 2 invalid name."
+            "remove it with its status and logs (a job whose stored state is damaged too). A job "
+            "this user cannot remove (a read-only or another user's state directory) is left "
+            "running, with the reason. Exit codes: 0 deleted, 1 no such job or not removed, 2 "
+            "invalid name."
         ),
     )
     parser.add_argument("names", nargs="+", metavar="NAME", help="job name(s)")

@@ -109,11 +109,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{resource(job.kind)}/{job.name} created", file=sys.stderr, flush=True)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        return _Follower(client, job, args.timeout).run()
+        code = _Follower(client, job, args.timeout).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
-        if args.rm:
-            _remove(client, job)
+        removed = _remove(client, job) if args.rm else True
+    return code if removed or code != EXIT_OK else EXIT_FAILED  # --rm did not do its part
 
 
 def _source(file: str) -> tuple[Path | Mapping[str, Any], Path | None]:
@@ -134,13 +134,18 @@ def _source(file: str) -> tuple[Path | Mapping[str, Any], Path | None]:
     return docs[0].data, Path.cwd()
 
 
-def _remove(client: TrainingClient, job: TrainingJob) -> None:
+def _remove(client: TrainingClient, job: TrainingJob) -> bool:
+    """Delete the job for --rm; False if it is still there (the reason is printed)."""
     try:
         client.delete(job.name, job.namespace)
-    except TrainopError as err:  # already gone (e.g. its TTL expired): nothing left to remove
+    except NotFoundError as err:  # already gone (e.g. its TTL expired): nothing left to remove
         print(f"trainop: {err}", file=sys.stderr)
+    except TrainopError as err:
+        print(f"trainop: the job was not removed: {err}", file=sys.stderr)
+        return False
     else:
         print(f'{resource(job.kind)} "{job.name}" deleted', file=sys.stderr, flush=True)
+    return True
 
 
 class _Follower:

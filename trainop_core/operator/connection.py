@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainop_core.private_files import write_new
+
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 TOKEN_REREAD_SECONDS = 60.0
@@ -377,19 +379,12 @@ def _tls_context(
         context.verify_mode = ssl.CERT_NONE
     if cert_data or key_data:
         with tempfile.TemporaryDirectory() as tmp:  # the ssl module loads keys from files only
-            cert_file = _private(Path(tmp, "tls.crt"), cert_data or b"")
-            key_file = _private(Path(tmp, "tls.key"), key_data or b"")
+            cert_file = str(write_new(Path(tmp, "tls.crt"), cert_data or b""))
+            key_file = str(write_new(Path(tmp, "tls.key"), key_data or b""))
             context.load_cert_chain(cert_file, key_file)
     elif cert_file:
         context.load_cert_chain(cert_file, key_file)
     return context
-
-
-def _private(path: Path, data: bytes) -> str:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    return str(path)
 
 
 def _retriable(exc: BaseException) -> bool:

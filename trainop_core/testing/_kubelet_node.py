@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from trainop_core.private_files import write_new
+
 from ._podstatus import POD_IP
 
 LogKey = tuple[str, str, str]  # namespace, pod, container
@@ -180,8 +182,8 @@ def _tls_context() -> ssl.SSLContext:
     cert, key = _self_signed()
     with tempfile.TemporaryDirectory() as tmp:
         cert_file, key_file = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
-        cert_file.write_bytes(cert)
-        key_file.write_bytes(key)
+        write_new(cert_file, cert)
+        write_new(key_file, key)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_file, key_file)
     return context

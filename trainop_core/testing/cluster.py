@@ -4,6 +4,11 @@ Builds (or reuses) the binaries, starts a real kube-apiserver + etcd + kube-cont
 127.0.0.1, installs the CRDs, runs the operator in this process and the kubelet stand-in, writes an
 admin kubeconfig and waits; Ctrl-C (or SIGTERM) stops everything and removes its data.
 
+The admin kubeconfig holds a token for everything: by default it goes to a new directory with a
+random name (mode 0700) under the temporary directory, never to a name another local user could
+guess and plant a link at; `--kubeconfig PATH` writes it atomically without following a link
+there (see `trainop_core.private_files`).
+
 It is not a cluster: there are no real nodes, no scheduler, no container runtime and no image
 pulls. The kubelet stand-in binds every pod to one fake node and moves it through its phases by
 rule (by default each pod "runs" for ``--pod-seconds`` and exits 0); nothing is executed.
@@ -15,13 +20,15 @@ import argparse
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
-import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from trainop_core.private_files import private_temp_dir
 
 from .binaries import BinaryBuildError, kubernetes_binaries
 from .controlplane import ControlPlane, ControlPlaneError
@@ -30,7 +37,7 @@ from .kubelet import Kubelet, Rule
 PROG = "python -m trainop_core.testing.cluster"
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description=(
@@ -43,8 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--kubeconfig",
         type=Path,
-        default=Path(tempfile.gettempdir()) / "trainop-dev-cluster.kubeconfig",
-        help="where to write the admin kubeconfig (default: %(default)s)",
+        default=None,
+        help="where to write the admin kubeconfig (default: a new private directory under the "
+        "temporary directory, removed at the end; the path is printed)",
     )
     parser.add_argument(
         "--pod-seconds",
@@ -62,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -88,18 +96,35 @@ def _serve(
     cp: ControlPlane, registry: Any, args: argparse.Namespace, done: threading.Event
 ) -> None:
     cp.ensure_namespace("kubeflow")  # where the examples put their jobs
-    cp.kubeconfig_for(cp.admin_token, args.kubeconfig, user="trainop-admin")
     seconds = None if args.pod_seconds < 0 else args.pod_seconds
-    with Kubelet(cp, [Rule("*", run_seconds=seconds)]) as kubelet:
-        manager, thread = (None, None) if args.no_operator else _start_operator(cp, registry)
-        _print_help(cp, args.kubeconfig, kubelet, operator=manager is not None)
-        done.wait()
-        print("stopping ...", file=sys.stderr, flush=True)
-        if manager is not None and thread is not None:
-            manager.shutdown()
-            thread.join(15)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(args.kubeconfig)
+    with admin_kubeconfig(args.kubeconfig) as kubeconfig:
+        cp.kubeconfig_for(cp.admin_token, kubeconfig, user="trainop-admin")
+        with Kubelet(cp, [Rule("*", run_seconds=seconds)]) as kubelet:
+            manager, thread = (None, None) if args.no_operator else _start_operator(cp, registry)
+            _print_help(cp, kubeconfig, kubelet, operator=manager is not None)
+            done.wait()
+            print("stopping ...", file=sys.stderr, flush=True)
+            if manager is not None and thread is not None:
+                manager.shutdown()
+                thread.join(15)
+
+
+@contextlib.contextmanager
+def admin_kubeconfig(given: Path | None) -> Iterator[Path]:
+    """Where the admin kubeconfig goes for the block, removed after it: `given`, or a file in a
+    new private directory with an unpredictable name (removed with it)."""
+    where: Path | None = None
+    if given is None:
+        where = private_temp_dir("trainop-dev-cluster-")
+        given = where / "kubeconfig"
+    path = given
+    try:
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        if where is not None:
+            shutil.rmtree(where, ignore_errors=True)
 
 
 def _start_operator(cp: ControlPlane, registry: Any) -> tuple[Any, threading.Thread]:

@@ -514,11 +514,10 @@ def _rsa_private_key_pem() -> str:
 
 
 def _write_private(path: Path, text: str) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    return path
+    """Owner-only, replaced atomically, never written through a link (see `private_files`)."""
+    from trainop_core.private_files import replace
+
+    return replace(path, text)
 
 
 def _rss(pid: int) -> int:

@@ -39,6 +39,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from trainop_core.private_files import write_new
+
 from ._faults import ACTIONS, Fault, RequestInfo, Stats, request_info
 from ._proxyconn import Handler, Server
 
@@ -74,8 +76,8 @@ class FaultProxy:
 
         self._dir = Path(tempfile.mkdtemp(prefix="trainop-proxy-"))
         cert, key = _self_signed()
-        self.ca_file.write_bytes(cert)
-        (self._dir / "tls.key").write_bytes(key)
+        write_new(self.ca_file, cert)
+        write_new(self._dir / "tls.key", key)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.ca_file, self._dir / "tls.key")
         handler = type("ProxyHandler", (Handler,), {"proxy": self, "tls": context})

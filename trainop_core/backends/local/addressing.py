@@ -10,7 +10,8 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterable, Mapping
 
-from trainop_core.backends.local.state import StateRoot, flocked, read_json
+from trainop_core.backends.local.state import StateRoot, flocked
+from trainop_core.errors import DamagedJobError
 from trainop_core.replicas import replica_id
 
 LOCALHOST = "127.0.0.1"
@@ -44,8 +45,8 @@ def _ports_in_use(root: StateRoot) -> set[int]:
     used: set[int] = set()
     for job_dir in root.all_jobs():
         try:
-            used.update(int(p) for p in read_json(job_dir.local_file).get("ports", {}).values())
-        except (OSError, ValueError):
+            used.update(job_dir.read_local()["ports"].values())
+        except DamagedJobError:  # its ports are no job's any more: one damaged job blocks none
             continue
     return used
 

@@ -35,7 +35,6 @@ from trainop_core.backends.local.state import (
     read_json,
     remove_tree,
     write_json_atomic,
-    write_private,
 )
 from trainop_core.backends.local.status import failed_status, is_finished
 from trainop_core.backends.process.podspec import local_warnings, runnable_problems
@@ -48,6 +47,7 @@ from trainop_core.errors import (
     TrainopError,
 )
 from trainop_core.kinds.base import Kind
+from trainop_core.private_files import write_new
 from trainop_core.replicas import replica_ids
 
 log = logging.getLogger("trainop")
@@ -115,10 +115,11 @@ class LocalBackend:
     def delete(self, name: str, namespace: str) -> None:
         with self._state_errors(f"delete job {namespace}/{name}"):
             job_dir = self.root.existing(name, namespace)
+            job_dir.check_removable()  # before anything is stopped: all of it, or nothing
             self._leases.release(job_dir)
             self._stop_supervisor(job_dir, {"delete": True, "reason": "deleted"})
             kill_recorded_replicas(job_dir)
-            remove_tree(job_dir.path)
+            remove_tree(job_dir.path, strict=True)
 
     # --- JobControl -----------------------------------------------------------------------------
     def stop(self, name: str, namespace: str, reason: str) -> None:
@@ -307,7 +308,7 @@ def _write_new_job(job_dir: JobDir, wire: dict[str, Any], local: dict[str, Any])
         job_dir.follow_lease,
         *(job_dir.log_file(replica) for replica in local["ports"]),  # followers open them early
     ):
-        write_private(path, "")
+        write_new(path, "")  # in a directory made a moment ago: nothing can be there
 
 
 def signal_supervisor(job_dir: JobDir, sig: int) -> bool:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from trainop_core.backends.local.state import JobDir, open_private, read_json
 from trainop_core.errors import TrainopError
+from trainop_core.private_files import append_fd, open_lock
 
 _BOOT = (
     "import os, sys\n"
@@ -43,7 +44,7 @@ def spawn_supervisor(job_dir: JobDir, *, new_job: bool = False) -> bool:
     `supervisor_alive` holds it for an instant). A job being deleted gets none either: the
     deletion stopped its supervisor on purpose, and a follower restarting it meanwhile would
     see the replicas the deletion killed as failed and record the job Failed."""
-    fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_lock(job_dir.supervisor_lock)
     try:
         if not _lock(fd, wait=new_job) or _deleting(job_dir):
             return False
@@ -137,7 +138,7 @@ def _detach_stdio(job_dir: JobDir, lock_fd: int) -> None:
     """Output to supervisor.log, nothing inherited kept open (a starter's pipe must see EOF)."""
     os.chdir(job_dir.path)
     null = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(job_dir.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = append_fd(job_dir.supervisor_log)
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)

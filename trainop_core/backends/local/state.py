@@ -7,7 +7,7 @@ Layout under `$TRAINOP_HOME` (default `~/.trainop`)::
         job.json                      the job (spec + status), written atomically
         local.json                    backend data: working directory, replica ports
         pods.json                     the supervisor's record of its replicas (pids, exit codes)
-        events.jsonl                  events, one JSON object a line
+        events.jsonl                  events, one JSON object a line (the newest EVENTS_MAX_BYTES)
         logs/<replica>.log            each replica's stdout+stderr, appended across restarts
         supervisor.lock / .pid / .log one supervisor per job (fcntl lock), its pid and output
         control.json                  a stop request for the supervisor
@@ -17,9 +17,12 @@ Writers: the creator writes everything once (into a temporary directory renamed 
 job directory is never half-made); afterwards the supervisor alone writes status, pods and events,
 and clients change the spec only under `job.lock`.
 
-Private: directories are 0700 and files 0600 (job names, specs and logs are the user's business).
-Damage stays with its job: a file that cannot be read raises `DamagedJobError` naming it, and
-names that cannot be job names never become paths (`trainop_core.api.names`).
+Private: directories are 0700 and files 0600 (job names, specs and logs are the user's business),
+created through `trainop_core.private_files` (exclusively, never through a link).
+Damage stays with its job: a file that cannot be read raises `DamagedJobError` naming it, whatever
+its shape (truncated, binary, huge, nested thousands deep, of the wrong types): every state file is
+read within `MAX_STATE_BYTES` and the bounds of a job source (`api.reader.check_tree`). Names that
+cannot be job names never become paths (`trainop_core.api.names`).
 """
 
 from __future__ import annotations
@@ -30,20 +33,25 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from trainop_core.api.names import is_job_name, is_namespace, is_replica
+from trainop_core.api.reader import check_tree
 from trainop_core.api.types import format_time, utc_now
-from trainop_core.errors import DamagedJobError, NotFoundError
+from trainop_core.errors import DamagedJobError, InvalidJobError, NotFoundError
+from trainop_core.private_files import DIR_MODE, open_append, replace
 
 from .leases import is_held
 
-FILE_MODE = 0o600
-DIR_MODE = 0o700
+# A stored job is a job source (at most 3 MiB) plus its status, written indented: a file many
+# times larger was not written by trainop, and is not read whole.
+MAX_STATE_BYTES = 16 * 1024 * 1024
+EVENTS_MAX_BYTES = 1024 * 1024  # events.jsonl keeps the newest events within this
+EVENTS_KEEP_BYTES = EVENTS_MAX_BYTES // 2  # what a trim keeps, so trims are rare
+MAX_EVENT_MESSAGE = 8 * 1024  # characters of one event's message (a traceback fits)
 
 
 def trainop_home() -> Path:
@@ -65,21 +73,20 @@ def private_dir(path: Path) -> Path:
 
 
 def open_private(path: Path, mode: str = "ab") -> IO[Any]:
-    """Open (creating it 0600 if needed) a file for appending; `mode` is "ab" or "a"."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
-    return os.fdopen(fd, mode)
+    """Open (creating it 0600 if needed, never through a link) a file for appending; `mode` is
+    "ab" or "a"."""
+    return open_append(path, mode)
 
 
 def write_private(path: Path, text: str) -> None:
-    """Replace a small file's content (created 0600)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
+    """Replace a small file's content atomically (a new 0600 file renamed over it)."""
+    replace(path, text)
 
 
-def remove_tree(path: Path) -> None:
+def remove_tree(path: Path, *, strict: bool = False) -> None:
     """Remove a job directory atomically for readers: renamed aside (hidden) first, so nobody
-    ever sees it half-removed, then deleted."""
+    ever sees it half-removed, then deleted. `strict`: an OSError if anything of it is left
+    (a read-only or foreign directory), naming the first path that could not be removed."""
     aside = path.with_name(f".{path.name}.removed-{os.urandom(4).hex()}")
     try:
         os.rename(path, aside)
@@ -88,24 +95,30 @@ def remove_tree(path: Path) -> None:
     except OSError:
         aside = path  # cannot rename (e.g. a read-only parent): remove in place
     shutil.rmtree(aside, ignore_errors=True)
+    if strict and os.path.lexists(aside):
+        shutil.rmtree(aside)  # what is left fails again: the OSError names the path and why
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so that readers see the old or the new file, never a partial one (0600)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replace(path, json.dumps(data, indent=1))
 
 
 def read_json(path: Path) -> Any:
-    with path.open() as handle:
-        return json.load(handle)
+    """A state file's JSON; ValueError for anything trainop did not write: larger than
+    MAX_STATE_BYTES, not JSON, or beyond a job source's bounds (nesting, values, integers)."""
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_STATE_BYTES + 1)
+    if len(raw) > MAX_STATE_BYTES:
+        raise ValueError(f"larger than {MAX_STATE_BYTES // 2**20} MiB")
+    try:
+        data = json.loads(raw)
+        check_tree(data)
+    except RecursionError:
+        raise ValueError("it is nested too deeply to read") from None
+    except InvalidJobError as err:
+        raise ValueError(str(err.problems[0]).replace("the job ", "it ", 1)) from None
+    return data
 
 
 @contextlib.contextmanager
@@ -182,6 +195,16 @@ class JobDir:
         """The job's directory is there (its files may still be damaged)."""
         return self.path.is_dir() and not self.path.is_symlink()
 
+    def check_removable(self) -> None:
+        """OSError (EROFS or EACCES, naming the directory) unless this process may remove the
+        job: a read-only file system, or a directory of another user's, is found before a
+        delete stops anything."""
+        for directory in (self.path.parent, self.path, self.logs_dir):
+            if directory.is_dir() and not os.access(directory, os.W_OK | os.X_OK):
+                read_only = os.statvfs(directory).f_flag & os.ST_RDONLY
+                code = errno.EROFS if read_only else errno.EACCES
+                raise OSError(code, os.strerror(code), str(directory))
+
     # --- job.json -----------------------------------------------------------------------------
     def read_job(self) -> dict[str, Any]:
         """job.json; NotFoundError if the job is gone, DamagedJobError if it cannot be read."""
@@ -197,10 +220,17 @@ class JobDir:
             raise self.damaged("job.json does not hold a job")
         if not isinstance(data.get("metadata"), dict) or not isinstance(data.get("spec"), dict):
             raise self.damaged("job.json does not hold a job")
+        if not _is_status(data.get("status")):
+            raise self.damaged("job.json holds a status that is not a job status")
         return data
 
     def damaged(self, what: str) -> DamagedJobError:
         namespace, name = self.key.split("/", 1)
+        if not os.access(self.path, os.W_OK | os.X_OK):  # nothing this user can remove
+            return DamagedJobError(
+                f"job {self.key} is unreadable: {what} (in {self.path}, which this user "
+                "cannot change: another user's, or on a read-only file system)"
+            )
         return DamagedJobError(
             f"job {self.key} is damaged: {what} (in {self.path}); "
             f"`trainop delete {name} -n {namespace}` removes it"
@@ -237,18 +267,34 @@ class JobDir:
 
     # --- events -------------------------------------------------------------------------------
     def append_event(self, type_: str, reason: str, message: str) -> None:
+        """Append one event; past EVENTS_MAX_BYTES the oldest events are dropped (the file is
+        rewritten with the newest EVENTS_KEEP_BYTES, under the file's own lock)."""
+        if len(message) > MAX_EVENT_MESSAGE:
+            message = message[:MAX_EVENT_MESSAGE] + " [cut]"
         record = {"time": format_time(utc_now()), "type": type_, "reason": reason}
         record["message"] = message
-        with open_private(self.events_file, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
+        line = (json.dumps(record) + "\n").encode()
+        while True:
+            with open_private(self.events_file, "ab") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                if not _same_file(handle, self.events_file):
+                    continue  # trimmed (replaced) while we waited for the lock: append to the new
+                handle.write(_after_last_line(handle) + line)
+                handle.flush()
+                if os.fstat(handle.fileno()).st_size > EVENTS_MAX_BYTES:
+                    replace(self.events_file, _tail_lines(self.events_file, EVENTS_KEEP_BYTES))
+                return
 
     def read_events(self) -> list[dict[str, str]]:
-        """Every readable event (a garbled line is skipped, not fatal)."""
+        """The readable events among the newest EVENTS_MAX_BYTES of the file (a garbled line is
+        skipped, not fatal); DamagedJobError if the file cannot be read at all."""
         try:
-            lines = self.events_file.read_text(errors="replace").splitlines()
+            text = _tail_lines(self.events_file, EVENTS_MAX_BYTES).decode(errors="replace")
         except FileNotFoundError:
             return []
-        return [event for line in lines if (event := _event(line)) is not None]
+        except OSError as exc:
+            raise self.damaged(f"events.jsonl cannot be read: {_reason(exc)}") from None
+        return [event for line in text.splitlines() if (event := _event(line)) is not None]
 
     # --- supervisor liveness ------------------------------------------------------------------
     def supervisor_alive(self) -> bool:
@@ -256,8 +302,10 @@ class JobDir:
         return is_held(self.supervisor_lock)
 
     def read_supervisor_pid(self) -> int | None:
+        """The pid the supervisor wrote; None if it is missing or damaged (read bounded)."""
         try:
-            text = self.supervisor_pid.read_text(errors="replace").strip()
+            with self.supervisor_pid.open("rb") as handle:
+                text = handle.read(32).decode(errors="replace").strip()
         except OSError:
             return None
         return int(text) if text.isascii() and text.isdigit() and 0 < int(text) < 2**22 else None
@@ -323,15 +371,57 @@ def _reason(exc: BaseException) -> str:
     return str(exc).split("\n")[0][:200] or type(exc).__name__
 
 
+def _is_status(status: Any) -> bool:
+    """What readers of the wire status rely on: a mapping whose conditions are mappings."""
+    if status is None:
+        return True
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return isinstance(status, dict) and (
+        conditions is None
+        or (isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions))
+    )
+
+
 def _is_port(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
 
 
+def _same_file(handle: IO[bytes], path: Path) -> bool:
+    with contextlib.suppress(OSError):
+        here, there = os.fstat(handle.fileno()), os.stat(path, follow_symlinks=False)
+        return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+    return False
+
+
+def _after_last_line(handle: IO[bytes]) -> bytes:
+    """A newline if the file ends inside a line (a write cut short): the next event must not be
+    glued to it."""
+    size = os.fstat(handle.fileno()).st_size
+    return b"\n" if size and os.pread(handle.fileno(), 1, size - 1) != b"\n" else b""
+
+
+def _tail_lines(path: Path, limit: int) -> bytes:
+    """The whole lines among the last `limit` bytes of a file (bounded memory however large)."""
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size <= limit:
+            return handle.read(limit)
+        handle.seek(size - limit - 1)
+        data = handle.read(limit + 1)
+    if data[:1] == b"\n":
+        return data[1:]
+    cut = data.find(b"\n")
+    return data[cut + 1 :] if cut >= 0 else b""
+
+
 def _event(line: str) -> dict[str, str] | None:
+    """One event line as a mapping of strings; None for a line that is not one."""
     if not line.strip():
         return None
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return event if isinstance(event, dict) else None
+    if not isinstance(event, dict):
+        return None
+    return {key: value for key, value in event.items() if isinstance(value, str)}

@@ -61,6 +61,7 @@ from trainop_core.decorators.decoration import Decorators
 from trainop_core.errors import NotFoundError
 from trainop_core.kinds.base import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION
 from trainop_core.planner.types import Observed, Plan, PlanOptions
+from trainop_core.private_files import open_lock
 
 SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises
 HELD_POLL_SECONDS = 0.05  # how often a TTL deletion held up by a follower looks again
@@ -371,7 +372,7 @@ def _default_planner() -> Callable[..., Plan]:
 
 def _hold_lock(job_dir: JobDir) -> int | None:
     """Take the one-supervisor-per-job lock; None if another supervisor holds it."""
-    fd = os.open(job_dir.supervisor_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_lock(job_dir.supervisor_lock)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

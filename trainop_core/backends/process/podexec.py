@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainop_core.backends.process.podspec import Step
+from trainop_core.private_files import replace
 
 AGENT_NAME = "exec-agent"
 CLONE_NEWUTS = 0x04000000  # <sched.h>
@@ -36,9 +37,7 @@ def write_exec_spec(specs: Path, pod: str, step: Step, markers: Mapping[str, str
     """Make `pod` exec-able: its main container's env and working directory, and its markers."""
     specs.mkdir(mode=0o700, parents=True, exist_ok=True)
     spec = {"env": dict(step.env), "cwd": step.cwd, "markers": dict(markers)}
-    fd = os.open(specs / f"{pod}.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(spec, handle)
+    replace(specs / f"{pod}.json", json.dumps(spec))
 
 
 def remove_exec_spec(specs: Path, pod: str) -> None:
@@ -49,9 +48,7 @@ def remove_exec_spec(specs: Path, pod: str) -> None:
 def write_agent(path: Path, specs: Path) -> Path:
     """The agent as one executable file (an rsh agent is a path): `AGENT POD COMMAND...`."""
     call = shlex.join([sys.executable, "-m", __name__, str(specs)])
-    path.write_text(f'#!/bin/sh\nexec {call} "$@"\n')
-    path.chmod(0o700)
-    return path
+    return replace(path, f'#!/bin/sh\nexec {call} "$@"\n', mode=0o700)
 
 
 def write_configmaps(directory: Path, objects: Sequence[Mapping[str, Any]]) -> bool:
@@ -66,8 +63,7 @@ def write_configmaps(directory: Path, objects: Sequence[Mapping[str, Any]]) -> b
         for key, text in (obj.get("data") or {}).items():
             path = where / key
             if not path.exists() or path.read_text() != text:
-                path.write_text(text)
-                path.chmod(0o700)
+                replace(path, text, mode=0o700)
                 changed = True
     return changed
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import ssl
 import tempfile
 import threading
@@ -26,6 +25,7 @@ from trainop_core.api.load import KindLookup
 from trainop_core.kinds.base import Kind
 from trainop_core.operator.metrics import Registry
 from trainop_core.operator.webhook.review import mutate, request_of, validate
+from trainop_core.private_files import write_new
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # an UPDATE carries the object twice; each is at most 3 MiB
@@ -73,8 +73,8 @@ class WebhookServer:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         with tempfile.TemporaryDirectory() as tmp:  # the ssl module loads keys from files only
             cert_file, key_file = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
-            _write_private(cert_file, cert_pem)
-            _write_private(key_file, key_pem)
+            write_new(cert_file, cert_pem)
+            write_new(key_file, key_pem)
             context.load_cert_chain(str(cert_file), str(key_file))
         with self._lock:
             self._context = context
@@ -197,9 +197,3 @@ def _handler(owner: WebhookServer) -> type[BaseHTTPRequestHandler]:
             return None
 
     return Handler
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
