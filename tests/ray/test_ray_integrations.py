@@ -4,7 +4,6 @@ TRAINOP_FLYTE_BACKEND=ray) run their jobs on the cluster."""
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -57,13 +56,10 @@ def test_the_flyte_connector_runs_a_command_task_on_ray(
     template = get_serializable(OrderedDict(), settings, task).template
     connector = TrainingJobConnector()  # its client: TrainingClient(backend=$TRAINOP_FLYTE_BACKEND)
     meta = connector.create(template, "/tmp/unused-output-prefix")
-    deadline = time.monotonic() + 120
-    while (resource := connector.get(meta)).phase not in (
-        TaskExecution.SUCCEEDED,
-        TaskExecution.FAILED,
-    ):
-        assert time.monotonic() < deadline, resource.message
-        time.sleep(0.2)
+    done = (TaskExecution.SUCCEEDED, TaskExecution.FAILED)
+    resource = until(
+        lambda: (r := connector.get(meta)).phase in done and r, timeout=120, what="task done"
+    )
     assert resource.phase == TaskExecution.SUCCEEDED, resource.message
     outputs = {
         name: literal.scalar.primitive for name, literal in resource.outputs.literals.items()
