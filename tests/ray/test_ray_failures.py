@@ -17,6 +17,7 @@ import yaml
 from builders import make_job
 from ray_helpers import addresses, leftovers, py, tagged, until
 
+from trainop_core.backends.ray import record
 from trainop_core.client import TrainingClient, is_succeeded, job_state
 from trainop_core.errors import NotFoundError
 
@@ -117,6 +118,8 @@ def test_a_supervisor_that_dies_is_restarted_with_its_job_which_goes_on(
     assert after.status.start_time == before.status.start_time  # the job's record, not a new job
     gate.touch()
     assert is_succeeded(client.wait("phoenix", timeout=120))
+    client.delete("phoenix")
+    assert record.load("default/phoenix", str(before.metadata.uid)) is None  # nothing kept
 
 
 def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,8 @@ cluster sees the same jobs, status and logs, and a job outlives the driver that 
 Connecting (`address`): None joins the cluster in `RAY_ADDRESS` or the one `ray start` last
 started on this machine, else starts a local Ray for this process; "auto" joins an existing
 cluster or fails; "ray://host:10001" is Ray Client; "host:6379" a cluster's GCS. An
-already connected process (a Ray Tune trial, a Ray application) keeps its connection.
+already connected process (a Ray Tune trial, a Ray application) keeps its connection. With token
+authentication (Ray 2.59+), the local token is used as Ray's own tools use it (`auth.py`).
 
 The job's files (`files`): "upload" (default) ships the job's directory (the job file's, or
 the `workdir=` given; a job given as data without one ships nothing) as Ray's runtime_env
@@ -40,6 +41,8 @@ from trainop_core.api.types import format_time, utc_now
 from trainop_core.backends.base import LogLine
 from trainop_core.backends.process.podspec import local_warnings, runnable_problems
 from trainop_core.backends.ray import record
+from trainop_core.backends.ray.auth import hint as auth_hint
+from trainop_core.backends.ray.auth import use_local_token
 from trainop_core.backends.ray.capacity import check_head_room, supervisor_options
 from trainop_core.backends.ray.files import UploadLimits, ship, store, unshipped_commands, walk
 from trainop_core.backends.ray.placement import Placement, extra_runtime_env, placement_for
@@ -281,10 +284,12 @@ def connect(address: str | None, options: Mapping[str, Any]) -> None:
     if address is None or not address.startswith("ray://"):
         settings["include_dashboard"] = False
     settings.update(options)
+    use_local_token(address)
     try:
         ray.init(address=address, **settings)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise TrainopError(f"cannot connect to Ray at {address or '(local)'}: {exc}") from exc
+    except (ConnectionError, RuntimeError, ValueError, RayError) as exc:
+        where = address or "(local)"
+        raise TrainopError(f"cannot connect to Ray at {where}: {exc}{auth_hint(exc)}") from exc
 
 
 def upload_directory(
