@@ -9,8 +9,10 @@ of 1 KiB lines as fast as it can and exits. A job refused at submit is counted, 
 Once every accepted job has finished, it prints the memory of the cluster's processes (this
 node is the head node: its GCS, raylet, the jobs' supervisors and idle workers): RSS and PSS
 (from /proc/<pid>/smaps_rollup), before any job and after, the supervisors' total and largest,
-and how much the replicas' output left on the node's disk (files under the replicas' temporary
-directories). The driver is this process; its own memory is not counted.
+and, sampled every 2 s while the jobs ran, the peak of both and of the replicas' output on the
+node's disk (files under the replicas' temporary directories). The driver is this process; its
+own memory is not counted. The cluster's processes (found by a tag in their environment) are
+killed at the end; `ray stop` is never called (it would stop every Ray on the machine).
 
 Run it with the checkout to measure first on the path (PYTHONPATH): it uses only the public
 client, so an older checkout is measured the same way.

@@ -77,6 +77,8 @@ def test_the_readme_quick_start_works_as_written_with_token_authentication(
     assert listed.returncode == 0, listed.stderr[-3000:]
     assert "pytorch-ddp-digits" in listed.stdout and "Succeeded" in listed.stdout
     address = ["--ray-address", f"127.0.0.1:{port}"]
-    deleted = _trainop(env, "delete", "pytorch-ddp-digits", "--backend", "ray", *address)
+    deleted = _trainop(
+        env, "delete", "pytorch-ddp-digits", "-n", "kubeflow", "--backend", "ray", *address
+    )
     assert deleted.returncode == 0, deleted.stderr[-3000:]
     assert "InvalidAuthToken" not in listed.stderr + deleted.stderr
