@@ -153,7 +153,7 @@ class _FallbackCluster:
         os.environ[MARKER] = self.tag  # Ray's processes, started from here, inherit it
         self.cluster = Cluster(
             initialize_head=True,
-            head_node_args={"num_cpus": 0, "_temp_dir": str(root / "ray")},
+            head_node_args={"num_cpus": 0, "temp_dir": str(root / "ray")},  # Ray 2.60: temp_dir
         )
         for _ in range(WORKERS):
             self.cluster.add_node(num_cpus=CPUS_PER_WORKER)
@@ -170,8 +170,12 @@ class _FallbackCluster:
 
 
 def _fallback_cluster(root: Path, saved: dict[str, str | None]) -> Any:
-    saved["PYTHONPATH"] = os.environ.get("PYTHONPATH")
+    saved.update({name: os.environ.get(name) for name in ("PYTHONPATH", "RAY_TMPDIR")})
     os.environ["PYTHONPATH"] = _pythonpath()
+    # Cluster names itself the current cluster in Ray's temp directory: this test's, not the
+    # machine's (where any other `ray.init()` here would join it).
+    (root / "tmp" / "ray").mkdir(parents=True)
+    os.environ["RAY_TMPDIR"] = str(root / "tmp")
     cluster = _FallbackCluster(root)
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
     # Cluster also names itself the machine's current cluster: no later ray.init() may join it.

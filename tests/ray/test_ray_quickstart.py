@@ -82,3 +82,19 @@ def test_the_readme_quick_start_works_as_written_with_token_authentication(
     )
     assert deleted.returncode == 0, deleted.stderr[-3000:]
     assert "InvalidAuthToken" not in listed.stderr + deleted.stderr
+
+
+def test_a_connection_that_may_have_failed_on_the_token_says_what_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainop_core.backends.ray.auth import hint
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    refused = ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379")
+    assert hint(refused) == (
+        "; if the cluster uses token authentication, set RAY_AUTH_MODE=token and give its token "
+        "(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, or the file ~/.ray/auth_token)"
+    )
+    assert hint(ValueError("unknown address scheme")) == ""
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # set already: the token itself is wrong
+    assert hint(refused) == ""
