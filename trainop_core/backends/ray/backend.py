@@ -258,6 +258,7 @@ class RayBackend:
             ray.kill(handle, no_restart=True)  # nothing half-created
             record.remove(job.key)
             _until_gone(actor_name(job.name, job.namespace))
+            check_head_room(len(_named_supervisors()))  # taken meanwhile by another driver's job
             raise TrainopError(f"the supervisor of {job.key} could not start: {exc}") from exc
         return handle
 

@@ -5,7 +5,9 @@ Every supervisor runs on the head node (it must outlive the worker nodes). Each 
 most it keeps (`logbuffer.JOB_LIMIT_BYTES` of output, `journal.MAX_EVENTS` events), so Ray
 itself never places more supervisors than the head's memory resource holds (by default Ray
 gives a node about 70% of its memory; `ray start --head --memory=BYTES` sets it). A job that
-would not fit is refused at submit, naming the limit, instead of waiting for a place.
+would not fit is refused at submit, naming the limit, instead of waiting for a place. Two drivers
+submitting the last place at once both pass that check; the one Ray cannot place waits for its
+supervisor's start timeout and is then refused the same way.
 """
 
 from __future__ import annotations

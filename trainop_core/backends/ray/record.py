@@ -5,7 +5,8 @@ Ray restarts a job's supervisor whose process died (the OOM killer, a crash) a f
 job became since (its status, annotations, suspension) is in the record the supervisor keeps in
 Ray's internal key-value store (in the GCS, like the actor's name), rewritten whenever it
 changes and removed when the job is deleted. A record of an earlier job of the same name (another
-uid) is never taken. Records are small: the job's wire form, no output.
+uid) is never taken, and is replaced when that name is used again (a supervisor that died for
+good leaves its record until then). Records are small: the job's wire form, no output.
 """
 
 from __future__ import annotations
