@@ -192,7 +192,7 @@ def test_the_package_holds_what_was_walked_and_nothing_written_to_disk(tmp_path:
 def test_packaging_the_current_directory_does_not_pack_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The incident: a job given as data ships the current directory; a package written into
+    """The incident: `trainop run -` ships the current directory; a package written into
     that directory while it is being zipped packs itself until the disk is full."""
     write(tmp_path, "train.py", "print('hi')\n")
     monkeypatch.chdir(tmp_path)
