@@ -78,8 +78,7 @@ class TrainingClient:
         give, such as a deprecated field; the job is created all the same. Relative
         paths in the job (e.g. `command: [python, train.py]`) resolve against `workdir` if given,
         else the job file's directory when created from a file, else the current directory
-        (the backend is then told none was chosen: the Ray backend ships that directory to the
-        cluster and says so).
+        (the backend is then told none was chosen: the Ray backend then ships no directory).
         """
         kind, prepared, origin = prepare_source(job, namespace)
         for warning in admission_warnings(prepared, kind):

@@ -4,7 +4,9 @@ or replica process).
 
 The cluster is a head node (no CPUs) and two worker nodes with 2 CPUs each, every worker in a
 network namespace of its own with its own IP (see raycluster.py). Where network namespaces
-cannot be made, `ray.cluster_utils.Cluster` stands in (same node count, one IP).
+cannot be made (or TRAINOP_RAY_TESTS_ONE_IP is set), `ray.cluster_utils.Cluster` stands in (same
+node count, one IP): its `one_ip` says why, and tests that would tell nodes apart by their IPs
+check what they can and end skipped with that reason (`ray_helpers.assert_on_two_nodes`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from trainop_core.client import TrainingClient  # noqa: E402
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 WORKERS, CPUS_PER_WORKER = 2, 2
+ONE_IP_ENV = "TRAINOP_RAY_TESTS_ONE_IP"
 
 
 def _pythonpath() -> str:
@@ -71,7 +74,7 @@ def ray_cluster() -> Iterator[Any]:
     """The cluster, with this process connected to it as a driver; stopped at the end, also
     when a test failed, and by its reaper if this process dies first. What a crashed earlier run
     left is removed first (see raycluster.py)."""
-    why = available()
+    why = "TRAINOP_RAY_TESTS_ONE_IP is set" if os.environ.get(ONE_IP_ENV) else available()
     if not why:
         sweep_stale()
     root = Path(tempfile.mkdtemp(prefix="trt-", dir="/tmp"))  # short: Ray's socket paths
@@ -89,6 +92,7 @@ def ray_cluster() -> Iterator[Any]:
             cluster.start()
             _connect(cluster.address, root)
             cluster.wait_for_nodes(ray)
+        cluster.one_ip = why
         yield cluster
     finally:
         if ray.is_initialized():
@@ -149,7 +153,7 @@ class _FallbackCluster:
         os.environ[MARKER] = self.tag  # Ray's processes, started from here, inherit it
         self.cluster = Cluster(
             initialize_head=True,
-            head_node_args={"num_cpus": 0, "_temp_dir": str(root / "ray")},
+            head_node_args={"num_cpus": 0, "temp_dir": str(root / "ray")},  # Ray 2.60: temp_dir
         )
         for _ in range(WORKERS):
             self.cluster.add_node(num_cpus=CPUS_PER_WORKER)
@@ -166,8 +170,12 @@ class _FallbackCluster:
 
 
 def _fallback_cluster(root: Path, saved: dict[str, str | None]) -> Any:
-    saved["PYTHONPATH"] = os.environ.get("PYTHONPATH")
+    saved.update({name: os.environ.get(name) for name in ("PYTHONPATH", "RAY_TMPDIR")})
     os.environ["PYTHONPATH"] = _pythonpath()
+    # Cluster names itself the current cluster in Ray's temp directory: this test's, not the
+    # machine's (where any other `ray.init()` here would join it).
+    (root / "tmp" / "ray").mkdir(parents=True)
+    os.environ["RAY_TMPDIR"] = str(root / "tmp")
     cluster = _FallbackCluster(root)
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
     # Cluster also names itself the machine's current cluster: no later ray.init() may join it.

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import processes
+import pytest
 from builders import JobBuilder
 
 TAG = "TRAINOP_TEST_TAG"
@@ -51,6 +52,18 @@ def addresses(job: Any) -> dict[str, tuple[str, int]]:
         ip, _, port = where.rpartition(":")
         found[replica] = (ip, int(port))
     return found
+
+
+def assert_on_two_nodes(cluster: Any, where: dict[str, tuple[str, int]]) -> None:
+    """The replicas at `where` (from `addresses`) ran on both worker nodes. On the stand-in
+    cluster every node has this machine's IP, so that cannot be seen: the test ends skipped,
+    saying why, after what it could check (one IP, distinct ports)."""
+    ips = {ip for ip, _ in where.values()}
+    if cluster.one_ip:
+        assert len(ips) == 1, where
+        assert len(set(where.values())) == len(where), where  # distinct ports on one IP
+        pytest.skip(f"nodes share one IP here, so two nodes cannot be told apart: {cluster.one_ip}")
+    assert len(ips) == 2, f"expected replicas on both worker nodes: {where}"
 
 
 def leftovers(tag: str) -> dict[str, Any]:

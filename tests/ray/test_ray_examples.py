@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ray_helpers import addresses
+from ray_helpers import addresses, assert_on_two_nodes
 
 from trainop_core.client import TrainingClient, is_succeeded, job_state
 
@@ -41,7 +41,7 @@ TRAINING = [
 ]
 
 
-def _run_example(client: TrainingClient, example: str) -> None:
+def _run_example(cluster: Any, client: TrainingClient, example: str) -> None:
     """Run the example's YAML as it is, plus one annotation asking Ray to spread its replicas
     over the nodes (PACK, the default, would put a 2-replica job on one 2-CPU node)."""
     expected = EXPECTED[example]
@@ -55,19 +55,20 @@ def _run_example(client: TrainingClient, example: str) -> None:
     for pattern in expected["must_match"]:
         plain = "\n".join(line.text for line in logs)
         assert re.search(pattern, plain, re.MULTILINE), f"{pattern!r} not in:\n{text[-3000:]}"
-    nodes = {ip for ip, _ in addresses(finished).values()}
-    assert len(nodes) == 2, f"expected replicas on both worker nodes: {addresses(finished)}"
     client.delete(created.name, created.namespace)
+    assert_on_two_nodes(cluster, addresses(finished))
 
 
 @pytest.mark.parametrize("example", TRAINING)
-def test_example_trains_across_nodes(upload_client: TrainingClient, example: str) -> None:
-    _run_example(upload_client, example)
+def test_example_trains_across_nodes(
+    ray_cluster: Any, upload_client: TrainingClient, example: str
+) -> None:
+    _run_example(ray_cluster, upload_client, example)
 
 
 @pytest.mark.slow
 @pytest.mark.mxnet
 def test_mxnet_parameter_server_trains_across_nodes(
-    client: TrainingClient, mxnet_venv: Path
+    ray_cluster: Any, client: TrainingClient, mxnet_venv: Path
 ) -> None:
-    _run_example(client, "examples/mxnet/ps.yaml")
+    _run_example(ray_cluster, client, "examples/mxnet/ps.yaml")

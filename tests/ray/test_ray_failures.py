@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,9 @@ import pytest
 import raycluster
 import yaml
 from builders import make_job
-from ray_helpers import SLEEP, addresses, leftovers, py, tagged, until
+from ray_helpers import addresses, leftovers, py, tagged, until
 
+from trainop_core.backends.ray import record
 from trainop_core.client import TrainingClient, is_succeeded, job_state
 from trainop_core.errors import NotFoundError
 
@@ -77,23 +77,49 @@ def _supervisors(root: Path) -> list[int]:
     )
 
 
-def test_a_supervisor_that_dies_takes_its_job_with_it_and_is_not_restarted(
-    ray_cluster: Any, client: TrainingClient, tag: str
+def test_a_supervisor_that_dies_is_restarted_with_its_job_which_goes_on(
+    ray_cluster: Any, client: TrainingClient, tag: str, tmp_path: Path
 ) -> None:
-    """Ray never restarts a job's supervisor (it would start over with none of the job's
-    state): the job is gone, and its placement group, replica actors and processes with it."""
+    """Ray restarts a job's supervisor whose process died (the OOM killer, say): the new one
+    takes the job as it was from its record, starts its replicas again (they died with the old
+    one) and sees the job through."""
     # Supervisors of jobs that earlier tests deleted may still be on their way out.
     until(lambda: _supervisors(ray_cluster.root) == [], timeout=60, what="earlier supervisors gone")
-    builder = make_job("PyTorchJob", "orphan").master(restart_policy="OnFailure", command=SLEEP)
-    client.create(tagged(builder.workers(1, restart_policy="OnFailure", command=SLEEP), tag))
-    until(lambda: len(leftovers(tag).get("processes", [])) == 2, what="two replicas running")
-    [supervisor] = _supervisors(ray_cluster.root)
+    gate = tmp_path / "gate"
+    body = py(f"""
+        import os, time
+        print("up", flush=True)
+        while not os.path.exists({str(gate)!r}):
+            time.sleep(0.1)
+    """)
+    builder = make_job("PyTorchJob", "phoenix").master(command=body).workers(1, command=body)
+    client.create(tagged(builder, tag))
+    until(lambda: job_state(client.get("phoenix")) == "Running", what="running")
+    before = client.get("phoenix")
+    first = set(leftovers(tag).get("processes", []))
+    [supervisor] = until(lambda: _supervisors(ray_cluster.root), what="its supervisor")
     os.kill(supervisor, signal.SIGKILL)
-    until(lambda: not leftovers(tag), timeout=60, what="actors, group and processes gone")
-    with pytest.raises(NotFoundError):
-        client.get("orphan")
-    time.sleep(3)  # a restarted supervisor would be back by now
-    assert _supervisors(ray_cluster.root) == [] and not leftovers(tag)
+    again = until(
+        lambda: (s := _supervisors(ray_cluster.root)) and s != [supervisor] and s,
+        timeout=120,
+        what="a new supervisor process",
+    )
+    assert supervisor not in again
+    replicas = until(
+        lambda: len(p := set(leftovers(tag).get("processes", []))) == 2 and not p & first and p,
+        timeout=120,
+        what="both replicas started again",
+    )
+    assert replicas
+    reasons = [e["reason"] for e in client.backend.events("phoenix", "default")]
+    assert "SupervisorRestarted" in reasons
+    after = client.get("phoenix")
+    assert after.metadata.uid == before.metadata.uid
+    assert after.status.start_time == before.status.start_time  # the job's record, not a new job
+    gate.touch()
+    assert is_succeeded(client.wait("phoenix", timeout=120))
+    client.delete("phoenix")
+    assert record.load("default/phoenix", str(before.metadata.uid)) is None  # nothing kept
 
 
 def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -113,13 +139,21 @@ def test_a_job_outlives_the_driver_that_submitted_it(
         "--ray-files",
         "shared",
     ]
-    show = py("import os, time; time.sleep(2); print('rank', os.environ['RANK'])")
+    gate = tmp_path / "gate"  # opened once the submitting driver has exited
+    show = py(f"""
+        import os, time
+        while not os.path.exists({str(gate)!r}):
+            time.sleep(0.1)
+        print('rank', os.environ['RANK'])
+    """)
     job_file = tmp_path / "job.yaml"
     builder = make_job("PyTorchJob", "detached").master(command=show).workers(1, command=show)
     job_file.write_text(yaml.safe_dump(tagged(builder, tag)))
     submitted = _cli("submit", str(job_file), *ray_options)
     assert submitted.returncode == 0, submitted.stderr
     assert "pytorchjob.kubeflow.org/detached created" in submitted.stdout
+    assert job_state(client.get("detached")) in ("Created", "Running")  # its driver is gone
+    gate.touch()
     # The submitting driver has exited; this process (another driver) follows the job.
     lines = [f"{line.replica} | {line.text}" for line in client.logs("detached", follow=True)]
     assert sorted(lines) == ["master-0 | rank 0", "worker-0 | rank 1"]  # as they came

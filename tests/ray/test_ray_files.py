@@ -130,6 +130,46 @@ def test_a_fifo_does_not_block_and_a_symlink_loop_is_entered_once(tmp_path: Path
     assert result == [{"a/b/train.py"}]
 
 
+LINKS_OUT = {
+    "a link to a file outside": ("secret", "creds"),
+    "a link to a directory outside": ("keys", None),
+    "a link nested in a subdirectory": ("sub/deeper/creds", "creds"),
+}
+
+
+@pytest.mark.parametrize(
+    ("link", "target"), LINKS_OUT.values(), ids=[f"{k} is refused naming it" for k in LINKS_OUT]
+)
+def test_a_symlink_leading_out_of_the_directory_is_refused(
+    tmp_path: Path, link: str, target: str | None
+) -> None:
+    outside = tmp_path / "home"
+    write(outside, "creds", "token\n")
+    root = tmp_path / "project"
+    write(root, "train.py")
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(outside / target if target else outside, root / link)
+    with pytest.raises(UploadRefused) as refused:
+        walk(root, BIG)
+    message = str(refused.value)
+    assert f"{link} is a symbolic link to {outside.resolve()}" in message
+    assert "outside the directory being shipped" in message
+
+
+def test_links_within_the_directory_and_links_left_out_are_shipped_or_skipped(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path / "home", "creds")
+    root = tmp_path / "project"
+    write(root, "data/a.txt")
+    os.symlink(root / "data" / "a.txt", root / "alias.txt")
+    os.symlink(root / "data", root / "more")
+    os.symlink(tmp_path / "home", root / "ignored-home")
+    write(root, ".rayignore", "ignored-home\n")
+    # "more" is "data" again: entered once (as a loop would be)
+    assert shipped(root) == {".rayignore", "data/a.txt", "alias.txt"}
+
+
 def test_the_package_holds_what_was_walked_and_nothing_written_to_disk(tmp_path: Path) -> None:
     script = write(tmp_path, "train.py", "print('hi')\n")
     script.chmod(0o755)
@@ -152,7 +192,7 @@ def test_the_package_holds_what_was_walked_and_nothing_written_to_disk(tmp_path:
 def test_packaging_the_current_directory_does_not_pack_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The incident: a job given as data ships the current directory; a package written into
+    """The incident: `trainop run -` ships the current directory; a package written into
     that directory while it is being zipped packs itself until the disk is full."""
     write(tmp_path, "train.py", "print('hi')\n")
     monkeypatch.chdir(tmp_path)

@@ -4,7 +4,6 @@ TRAINOP_FLYTE_BACKEND=ray) run their jobs on the cluster."""
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -21,18 +20,16 @@ def test_a_kfp_step_runs_its_job_on_ray(
     ray_cluster: Any,
     tag: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from trainop_kfp.runner import run_job
 
-    monkeypatch.chdir(tmp_path)  # the step's directory, shipped with its job (given as data)
-    (tmp_path / "notes.txt").write_text("shipped\n")
-    job = make_job("PyTorchJob", "kfp-step").master(command=METRICS)
-    result = run_job(tagged(job, tag), backend="ray", echo=lambda line: None)
-    assert (result.state, result.metrics) == ("Succeeded", {"accuracy": 0.75, "rank": 0.0})
-    shipped = f"shipped the current directory {tmp_path} (1 file, 8 B) to the Ray cluster"
-    assert shipped in caplog.text  # a job given as data: nobody chose its directory
+    (tmp_path / "notes.txt").write_text("shipped\n")  # the step's `workdir`, shipped with it
+    read = py("import os; print(open('notes.txt').read().strip(), os.environ['RANK'])")
+    job = make_job("PyTorchJob", "kfp-step").master(command=read)
+    lines: list[str] = []
+    result = run_job(tagged(job, tag), backend="ray", workdir=tmp_path, echo=lines.append)
+    assert result.state == "Succeeded"
+    assert "master-0 | shipped 0" in lines
     until(lambda: not leftovers(tag), what="the step's job deleted")
 
 
@@ -57,13 +54,10 @@ def test_the_flyte_connector_runs_a_command_task_on_ray(
     template = get_serializable(OrderedDict(), settings, task).template
     connector = TrainingJobConnector()  # its client: TrainingClient(backend=$TRAINOP_FLYTE_BACKEND)
     meta = connector.create(template, "/tmp/unused-output-prefix")
-    deadline = time.monotonic() + 120
-    while (resource := connector.get(meta)).phase not in (
-        TaskExecution.SUCCEEDED,
-        TaskExecution.FAILED,
-    ):
-        assert time.monotonic() < deadline, resource.message
-        time.sleep(0.2)
+    done = (TaskExecution.SUCCEEDED, TaskExecution.FAILED)
+    resource = until(
+        lambda: (r := connector.get(meta)).phase in done and r, timeout=120, what="task done"
+    )
     assert resource.phase == TaskExecution.SUCCEEDED, resource.message
     outputs = {
         name: literal.scalar.primitive for name, literal in resource.outputs.literals.items()

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builders import make_job
-from ray_helpers import OK, SLEEP, addresses, leftovers, py, tagged, until
+from ray_helpers import OK, SLEEP, addresses, assert_on_two_nodes, leftovers, py, tagged, until
 
 from trainop_core.client import TrainingClient, is_succeeded, job_state
 from trainop_core.errors import AlreadyExistsError, InvalidJobError, NotFoundError
@@ -38,7 +39,9 @@ def test_job_succeeds(client: TrainingClient, tag: str, kind: str) -> None:
     assert job.status.completion_time is not None
 
 
-def test_env_contract_uses_node_ips_and_probed_ports(client: TrainingClient, tag: str) -> None:
+def test_env_contract_uses_node_ips_and_probed_ports(
+    ray_cluster: Any, client: TrainingClient, tag: str
+) -> None:
     names = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
     show = py(f"import os; print(*(os.environ[n] for n in {names!r}))")
     builder = make_job("PyTorchJob", "env").master(command=show).workers(3, command=show)
@@ -51,17 +54,19 @@ def test_env_contract_uses_node_ips_and_probed_ports(client: TrainingClient, tag
         replica: [str(rank), "4", master_ip, str(master_port)]
         for rank, replica in enumerate(["master-0", "worker-0", "worker-1", "worker-2"])
     }
-    assert len({ip for ip, _ in where.values()}) == 2, where  # both worker nodes are used
     per_node = [(ip, port) for ip, port in where.values()]
     assert len(per_node) == len(set(per_node))  # replicas sharing a node have distinct ports
+    assert_on_two_nodes(ray_cluster, where)
 
 
-def test_strict_spread_puts_one_replica_per_node(client: TrainingClient, tag: str) -> None:
+def test_strict_spread_puts_one_replica_per_node(
+    ray_cluster: Any, client: TrainingClient, tag: str
+) -> None:
     builder = make_job("TFJob", "spread").workers(2, command=OK)
     builder.set("metadata.annotations", {"ray.trainop.dev/placement-strategy": "STRICT_SPREAD"})
     job = run(client, tagged(builder, tag))
     assert is_succeeded(job)
-    assert len({ip for ip, _ in addresses(job).values()}) == 2
+    assert_on_two_nodes(ray_cluster, addresses(job))
 
 
 def test_failure_under_never_fails_the_job_and_stops_the_others(
@@ -99,17 +104,24 @@ def test_on_failure_restarts_the_replica_in_place(
 def test_exit_code_policy_recreates_the_replica_at_the_same_address(
     client: TrainingClient, tag: str, tmp_path: Path
 ) -> None:
-    flag = tmp_path / "flag"
+    flag, second = tmp_path / "flag", tmp_path / "second-run"
     once = py(f"""
         import os, signal
         if not os.path.exists({str(flag)!r}):
             open({str(flag)!r}, "w").close(); print("killing myself", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
-        print("second run", os.environ["RANK"])
+        print("second run", os.environ["RANK"], flush=True)
+        open({str(second)!r}, "w").close()
+    """)
+    # The master (whose exit ends the job) runs until the worker's second run has begun.
+    until_second = py(f"""
+        import os, time
+        while not os.path.exists({str(second)!r}):
+            time.sleep(0.1)
     """)
     builder = (
         make_job("XGBoostJob", "retry")
-        .master(restart_policy="ExitCode", command=py("import time; time.sleep(3)"))
+        .master(restart_policy="ExitCode", command=until_second)
         .workers(1, restart_policy="ExitCode", command=once)
     )
     client.create(tagged(builder, tag))
@@ -199,7 +211,8 @@ def test_a_job_larger_than_the_cluster_waits_then_fails_on_time(
     builder = make_job("PyTorchJob", "huge").master(command=OK).workers(4, command=OK)
     builder.run_policy(schedulingPolicy={"scheduleTimeoutSeconds": 4})  # 5 CPUs; the cluster: 4
     client.create(tagged(builder, tag))
-    time.sleep(1.5)
+    # Its placement group is asked for and waits: the supervisor tried, and holds nothing.
+    until(lambda: _pending_groups("default/huge"), what="the job's placement group pending")
     assert job_state(client.get("huge")) == "Created"  # waiting, holding nothing (all or none)
     assert "reserved" not in leftovers(tag)
     started = time.monotonic()
@@ -210,6 +223,13 @@ def test_a_job_larger_than_the_cluster_waits_then_fails_on_time(
     assert "5 bundle(s) {CPU: 1} x5, PACK" in message
     assert time.monotonic() - started < 10
     until(lambda: set(leftovers(tag)) <= {"actors"}, what="nothing reserved")
+
+
+def _pending_groups(key: str) -> list[Any]:
+    from ray.util.placement_group import placement_group_table
+
+    groups = placement_group_table().values()
+    return [g for g in groups if g["name"] == f"trainop:{key}" and g["state"] == "PENDING"]
 
 
 def test_bundles_come_from_container_requests(client: TrainingClient, tag: str) -> None:

@@ -153,5 +153,9 @@ def test_the_log_buffer_keeps_the_newest_bytes_and_says_what_was_dropped() -> No
 
 def test_a_large_job_keeps_less_output_per_replica() -> None:
     assert limit_per_replica(4) == 8 * 1024**2
-    assert limit_per_replica(64) == 2 * 1024**2  # 128 MiB in all
-    assert limit_per_replica(100_000) == 256 * 1024
+    assert limit_per_replica(64) == 512 * 1024  # 32 MiB in all
+
+
+@pytest.mark.parametrize("replicas", [1, 4, 64, 512, 513, 4096, 100_000])
+def test_a_job_keeps_at_most_32_mib_of_output_whatever_its_replica_count(replicas: int) -> None:
+    assert 0 < limit_per_replica(replicas) * replicas <= 32 * 1024**2

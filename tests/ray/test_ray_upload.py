@@ -18,6 +18,8 @@ import yaml
 from builders import make_job
 from ray_helpers import leftovers, py, tagged
 
+from trainop_core.client import is_succeeded
+
 FILE_SIZE_LIMIT = 64 * 1024**2  # no file this process writes may grow larger
 CHECK = py("""
     import os
@@ -76,4 +78,36 @@ def test_a_directory_over_the_upload_limit_is_refused_before_anything_is_created
     assert "largest: a-weights.bin 3.0 MiB" in done.stderr
     assert "created" not in done.stderr
     assert sorted(p.name for p in project.iterdir()) == before
+    assert not leftovers(tag)
+
+
+def test_a_job_given_as_data_without_workdir_ships_nothing(
+    upload_client: Any, tag: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """From Python, a job given as data names no directory: nothing of the current directory
+    (here one holding a credentials file) reaches the cluster."""
+    project = _project(tmp_path)
+    (project / "credentials").write_text("secret\n")
+    monkeypatch.chdir(project)
+    look = py("import os; print('credentials shipped:', os.path.exists('credentials'))")
+    job = tagged(make_job("TFJob", "as-data").workers(1, command=look), tag)
+    upload_client.create(job)
+    assert is_succeeded(upload_client.wait("as-data", timeout=120))
+    lines = [line.text for line in upload_client.logs("as-data")]
+    assert lines == ["credentials shipped: False"]
+
+
+def test_a_symlink_leading_out_of_the_directory_is_refused_naming_it(
+    ray_cluster: Any, tag: str, tmp_path: Path
+) -> None:
+    project = _project(tmp_path)
+    keys = tmp_path / "home" / ".ssh"
+    keys.mkdir(parents=True)
+    (keys / "id_ed25519").write_text("private key\n")
+    os.symlink(keys, project / "ssh")
+    job = tagged(make_job("TFJob", "linked").workers(1, command=CHECK), tag)
+    done = _run_from(project, job, ray_cluster.address)
+    assert done.returncode == 2, done.stderr
+    assert f"ssh is a symbolic link to {keys}, outside the directory being shipped" in done.stderr
+    assert "Nothing was uploaded" in done.stderr and "created" not in done.stderr
     assert not leftovers(tag)

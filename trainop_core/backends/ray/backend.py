@@ -8,14 +8,19 @@ cluster sees the same jobs, status and logs, and a job outlives the driver that 
 Connecting (`address`): None joins the cluster in `RAY_ADDRESS` or the one `ray start` last
 started on this machine, else starts a local Ray for this process; "auto" joins an existing
 cluster or fails; "ray://host:10001" is Ray Client; "host:6379" a cluster's GCS. An
-already connected process (a Ray Tune trial, a Ray application) keeps its connection.
+already connected process (a Ray Tune trial, a Ray application) keeps its connection. With token
+authentication (Ray 2.59+), the local token is used as Ray's own tools use it (`auth.py`).
 
-The job's files (`files`): "upload" (default) ships the job's directory (the job file's, the
-`workdir=` given, else the current directory) as Ray's runtime_env `working_dir`, bounded and
-with excludes (`files.py`: a directory over the upload limit is refused before anything is
-packaged); each node unpacks it once and each replica starts in its node's copy. "shared"
-ships nothing and starts replicas in that same path, for clusters that share a filesystem
-(and for a Ray on this machine).
+The job's files (`files`): "upload" (default) ships the job's directory (the job file's, or
+the `workdir=` given; a job given as data without one ships nothing) as Ray's runtime_env
+`working_dir`, bounded and with excludes (`files.py`: a directory over the upload limit, or
+with a symlink leading out of it, is refused before anything is packaged); each node unpacks
+it once and each replica starts in its node's copy. "shared" ships nothing and starts replicas
+in that same path (else the current directory), for clusters that share a filesystem (and for
+a Ray on this machine).
+
+Each job's supervisor reserves memory on the head node (`capacity.py`): a job the head cannot
+hold any more is refused at submit, naming the limit.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ from trainop_core.api.job import GROUP, TrainingJob
 from trainop_core.api.types import format_time, utc_now
 from trainop_core.backends.base import LogLine
 from trainop_core.backends.process.podspec import local_warnings, runnable_problems
+from trainop_core.backends.ray import record
+from trainop_core.backends.ray.auth import hint as auth_hint
+from trainop_core.backends.ray.auth import use_local_token
+from trainop_core.backends.ray.capacity import check_head_room, supervisor_options
 from trainop_core.backends.ray.files import UploadLimits, ship, store, unshipped_commands, walk
 from trainop_core.backends.ray.placement import Placement, extra_runtime_env, placement_for
 from trainop_core.backends.ray.supervisor import remote_class
@@ -103,6 +112,7 @@ class RayBackend:
         placement = self._check(job, kind, wire)
         if _exists(actor_name(job.name, job.namespace)):  # before shipping any file
             raise _already_exists(job, kind)
+        check_head_room(len(_named_supervisors()))
         runtime_env = self._runtime_env(job, kind, wire, workdir)
         where = Path(workdir or os.getcwd()).resolve()
         _stamp(wire)
@@ -114,13 +124,11 @@ class RayBackend:
 
     def list(self, namespace: str | None) -> list[TrainingJob]:
         handles = []
-        for entry in ray.util.list_named_actors(all_namespaces=True):
-            if entry["namespace"] != RAY_NAMESPACE or not entry["name"].startswith(NAME_PREFIX):
-                continue
-            space, _, _ = entry["name"][len(NAME_PREFIX) :].partition("/")
+        for name in _named_supervisors():
+            space, _, _ = name[len(NAME_PREFIX) :].partition("/")
             if namespace is None or space == namespace:
                 with contextlib.suppress(ValueError):
-                    handles.append(ray.get_actor(entry["name"], namespace=RAY_NAMESPACE))
+                    handles.append(ray.get_actor(name, namespace=RAY_NAMESPACE))
         jobs = []
         refs: list[Any] = [handle.get.remote() for handle in handles]
         for ref in refs:
@@ -133,6 +141,7 @@ class RayBackend:
         with contextlib.suppress(RayError):
             ray.get(handle.delete.remote(), timeout=STOP_TIMEOUT_SECONDS)
         ray.kill(handle, no_restart=True)
+        record.remove(f"{namespace}/{name}")  # if its supervisor was not there to do it
         _until_gone(actor_name(name, namespace))
 
     # --- JobControl -----------------------------------------------------------------------------
@@ -201,9 +210,9 @@ class RayBackend:
         self, job: TrainingJob, kind: Kind, wire: dict[str, Any], workdir: Path | None
     ) -> dict[str, Any]:
         """The runtime env of the job's actors: the annotation's fields, and in upload mode the
-        job's directory shipped (`workdir`; None: the job came as data, ship the current
-        directory, bounded like any other, and say so). A command that would run from a
-        directory left out of the package is refused first."""
+        job's directory shipped (`workdir`; None: the job came as data and names no directory,
+        so nothing is shipped). A command that would run from a directory left out of the
+        package is refused first."""
         env = extra_runtime_env(job)
         excludes = env.pop("excludes", None) or []
         if self.files != "upload":
@@ -211,19 +220,15 @@ class RayBackend:
         if self.working_dir is not None and "://" in self.working_dir:
             env["working_dir"] = self.working_dir
             return env
-        directory = Path(self.working_dir or workdir or os.getcwd())
-        tree = walk(directory, self.upload_limits, excludes)
+        if self.working_dir is None and workdir is None:
+            log.info("%s %s names no directory (workdir=): no files shipped", job.kind, job.key)
+            return env
+        tree = walk(Path(self.working_dir or workdir or "."), self.upload_limits, excludes)
         specs = wire["spec"].get(kind.replica_field, {})
         problems = unshipped_commands(specs, kind.replica_field, tree)
         if problems:
             raise InvalidJobError(problems, job=f"{job.kind}/{job.name}")
-        env["working_dir"], what = store(tree), tree.describe()
-        if self.working_dir is None and workdir is None:
-            log.warning(
-                "%s %s was given as data without workdir=: shipped the current directory %s "
-                "(%s) to the Ray cluster; pass workdir= to choose the directory",
-                job.kind, job.key, directory.resolve(), what,
-            )  # fmt: skip
+        env["working_dir"] = store(tree)
         return env
 
     def _start_supervisor(
@@ -241,8 +246,7 @@ class RayBackend:
                 name=actor_name(job.name, job.namespace),
                 namespace=RAY_NAMESPACE,
                 lifetime="detached",
-                num_cpus=0,
-                resources={"node:__internal_head__": 0.001},
+                **supervisor_options(),  # on the head node, its memory reserved
                 scheduling_strategy="DEFAULT",  # never inside a caller's placement group
                 runtime_env=runtime_env or None,
             ).remote(wire, placement, shared, self.decorators.to_dict())
@@ -252,7 +256,9 @@ class RayBackend:
             ray.get(handle.ready.remote(), timeout=START_TIMEOUT_SECONDS)
         except (RayError, GetTimeoutError) as exc:
             ray.kill(handle, no_restart=True)  # nothing half-created
+            record.remove(job.key)
             _until_gone(actor_name(job.name, job.namespace))
+            check_head_room(len(_named_supervisors()))  # taken meanwhile by another driver's job
             raise TrainopError(f"the supervisor of {job.key} could not start: {exc}") from exc
         return handle
 
@@ -279,10 +285,12 @@ def connect(address: str | None, options: Mapping[str, Any]) -> None:
     if address is None or not address.startswith("ray://"):
         settings["include_dashboard"] = False
     settings.update(options)
+    use_local_token(address)
     try:
         ray.init(address=address, **settings)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise TrainopError(f"cannot connect to Ray at {address or '(local)'}: {exc}") from exc
+    except (ConnectionError, RuntimeError, ValueError, RayError) as exc:
+        where = address or "(local)"
+        raise TrainopError(f"cannot connect to Ray at {where}: {exc}{auth_hint(exc)}") from exc
 
 
 def upload_directory(
@@ -312,6 +320,15 @@ def _call(ref: Any, what: str, timeout: float = 120.0) -> Any:
         raise NotFoundError(f"job {what} not found (its supervisor is gone)") from None
     except GetTimeoutError:
         raise TrainopError(f"job {what}: its supervisor did not answer in {timeout:g} s") from None
+
+
+def _named_supervisors() -> list[str]:
+    """The actor names of every trainop job's supervisor in the cluster."""
+    return [
+        entry["name"]
+        for entry in ray.util.list_named_actors(all_namespaces=True)
+        if entry["namespace"] == RAY_NAMESPACE and entry["name"].startswith(NAME_PREFIX)
+    ]
 
 
 def _exists(name: str) -> bool:

@@ -1,8 +1,8 @@
 """A job's directory for a Ray cluster: walked with its excludes, bounded, packaged in memory.
 
 Ray ships files to the nodes as a runtime_env `working_dir`: a zip stored in the cluster
-(`gcs://...`) that each node unpacks once. The directory is the user's (the job file's, the
-`workdir=` given, or for a job given as data the current directory), so trainop builds that
+(`gcs://...`) that each node unpacks once. The directory is the user's (the job file's, or the
+`workdir=` given; a job given as data without one ships nothing), so trainop builds that
 zip itself, safely:
 
 - The tree is walked first, with the excludes applied, and the walk stops as soon as what it
@@ -14,7 +14,9 @@ zip itself, safely:
   directory holding `pyvenv.cfg` or `conda-meta`: they are not relocatable), `__pycache__` and
   tool caches, what `.gitignore`/`.rayignore` files list (in every directory, relative to it,
   as git reads them), and the job's own `excludes` patterns. Only regular files (and links to
-  them) are read: a FIFO or a device never blocks the walk; a symlink loop is entered once.
+  them) are read: a FIFO or a device never blocks the walk; a symlink loop is entered once. A
+  symlink that leads out of the directory (to a home directory's keys, say) is refused, naming
+  it, before anything is packaged: only what is under the directory the user named is shipped.
 - The zip is built in memory, reading each file only up to the size the walk counted. Nothing
   is written to disk, least of all into the directory being packaged: Ray's own upload helper
   writes its zip into the current directory unless given a scratch directory, and when that is
@@ -160,9 +162,11 @@ class _Walker:
                 child = f"{rel}/{entry.name}" if rel else entry.name
                 if entry.is_dir():
                     if self._keep_dir(entry, child, rules):
+                        self._refuse_escaping_link(entry, child)
                         self._add(Entry(child + "/", None))
                         stack.append((entry.path, child, rules))
                 elif entry.is_file() and not _ignored(child, False, rules):
+                    self._refuse_escaping_link(entry, child)
                     self._add(Entry(child, Path(entry.path), _stat_size(entry)))
         return Tree(self.root, tuple(self.entries), self.total, tuple(self.left_out))
 
@@ -193,6 +197,20 @@ class _Walker:
             return False
         self.seen.add(key)
         return True
+
+    def _refuse_escaping_link(self, entry: os.DirEntry[str], child: str) -> None:
+        """A symlink (to a file or directory) that leads out of the root would ship what the
+        user never named (a link to ~/.ssh): refused, naming it. Links within the root are fine."""
+        if not entry.is_symlink():
+            return
+        target = Path(os.path.realpath(entry.path))
+        if target == self.root or self.root in target.parents:
+            return
+        raise UploadRefused(
+            f"cannot ship {self.root} to the Ray cluster: {child} is a symbolic link to {target}, "
+            "outside the directory being shipped. Nothing was uploaded. Remove the link, leave it "
+            "out (.rayignore or the job's excludes), or copy what it points to into the directory."
+        )
 
     def _ignore_files(self, directory: str, rel: str) -> Rules:
         rules: Rules = []

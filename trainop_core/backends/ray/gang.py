@@ -150,7 +150,44 @@ class Gang:
         """Ports other replicas hold on the node this slot's actor was last on (probe avoids)."""
         return [s.port for s in self.slots.values() if s is not slot and s.ip and s.ip == slot.ip]
 
-    # --- losing and releasing --------------------------------------------------------------------
+    # --- stopping, draining, losing and releasing ------------------------------------------------
+    def stop_pods(self, slots: list[Slot]) -> None:
+        """Stop the pods of `slots` (all at once, then wait for them); their actors stay."""
+        calls = [s.actor.stop.remote() for s in slots if s.actor is not None]
+        with contextlib.suppress(Exception):
+            ray.wait(calls, num_returns=len(calls), timeout=120)
+        for slot in slots:
+            slot.pod, slot.running = None, False
+
+    def drain(self, append: Callable[[str, bytes], None]) -> None:
+        """Hand `append` what the replicas wrote and was not reported yet (before their actors
+        go), a bounded chunk at a time."""
+        for slot in self.slots.values():
+            slot.watch = None  # its answer, if it comes, would repeat what is read here
+            for _ in range(64):
+                if slot.actor is None:
+                    break
+                try:
+                    report = ray.get(slot.actor.watch.remote(-2, slot.offset, 0), timeout=10)
+                except Exception:
+                    break
+                append(slot.replica, report["log"])
+                slot.offset = report["offset"]
+                if not report["log"]:
+                    break
+
+    def remove_leftovers(self) -> None:
+        """Remove a placement group of this job that a previous process of its supervisor left
+        (a restarted supervisor places the job afresh)."""
+        for _ in range(10):
+            try:
+                leftover = ray.util.get_placement_group(f"trainop:{self.key}")
+            except ValueError:
+                return
+            with contextlib.suppress(Exception):
+                remove_placement_group(leftover)
+                _until_removed(leftover)
+
     def forget_actor(self, slot: Slot) -> None:
         """The slot's actor died (its node, or itself): a new one is placed on the next `place`."""
         with contextlib.suppress(Exception):

@@ -8,15 +8,15 @@ dropped bytes gets a marker line saying how many it missed, then what is left.
 from __future__ import annotations
 
 DEFAULT_LIMIT_BYTES = 8 * 1024 * 1024  # per replica
-JOB_LIMIT_BYTES = 128 * 1024 * 1024  # per job: many replicas keep less each
-MIN_LIMIT_BYTES = 256 * 1024
+JOB_LIMIT_BYTES = 32 * 1024 * 1024  # per job, whatever its size: many replicas keep less each
 READ_CHUNK_BYTES = 1024 * 1024
 
 
 def limit_per_replica(replicas: int) -> int:
     """What each of a job's `replicas` keeps: 8 MiB, less in jobs so large that the job would
-    keep more than 128 MiB in all (never under 256 KiB)."""
-    return max(MIN_LIMIT_BYTES, min(DEFAULT_LIMIT_BYTES, JOB_LIMIT_BYTES // max(replicas, 1)))
+    keep more than 32 MiB in all. No floor: the job's cap holds for any number of replicas
+    (the supervisor's memory reservation counts on it)."""
+    return max(1, min(DEFAULT_LIMIT_BYTES, JOB_LIMIT_BYTES // max(replicas, 1)))
 
 
 class LogBuffer:

@@ -207,3 +207,25 @@ def distinct_ports(endpoints: Iterable[tuple[str, str, int]]) -> list[str]:
             clashes.append(replica)
         seen.add((ip, port))
     return clashes
+
+
+def unschedulable_message(
+    job: str,
+    placement: Placement,
+    timeout: float,
+    what: str,
+    resources: tuple[Mapping[str, float], Mapping[str, float]],
+) -> str:
+    """Why `job` was not placed: what it needs, what the cluster has (`resources`: in all, free)."""
+    wanted = ("CPU", "GPU", "memory")
+    have = {k: v for k, v in resources[0].items() if k in wanted}
+    free = {k: v for k, v in resources[1].items() if k in wanted}
+    return (
+        f"{job} could not be placed on the Ray cluster within {timeout:g} s (waiting for its "
+        f"{what}): it needs {placement.describe()}; the cluster has {_fmt(have)} in all, "
+        f"{_fmt(free)} free"
+    )
+
+
+def _fmt(resources: dict[str, float]) -> str:
+    return json.dumps({k: round(v, 3) for k, v in sorted(resources.items())})

@@ -5,17 +5,20 @@ address (`endpoint`: the node's IP and a port probed there) before any process s
 hands over the planned pod (`start`). The pod runs exactly as on the local backend
 (`backends.process.kubelet.LocalPod`: init containers in order, `$(VAR)` expansion, in-place
 restarts for OnFailure/Always, exit codes), in a session of its own, and dies with the actor's
-process (PR_SET_PDEATHSIG). Its output goes to a file on the node, which the supervisor reads
-through `watch` as it grows.
+process (PR_SET_PDEATHSIG). Its output goes into a pipe (a FIFO in the replica's directory,
+which the pod's processes open like a log file) that a thread of the actor drains into a
+bounded buffer (`OUTPUT_LIMIT_BYTES`, the oldest output dropped first with a marker): nothing
+grows on the node's disk or in the actor however much a replica prints. The supervisor reads
+that buffer through `watch`.
 
 The actor is threaded: `watch` blocks until something changed while `stop` may come in.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
+import select
 import shutil
 import socket
 import tempfile
@@ -33,11 +36,14 @@ from trainop_core.backends.process.podexec import (
     write_exec_spec,
 )
 from trainop_core.backends.process.podspec import Step, base_env, launch_spec
+from trainop_core.backends.ray.logbuffer import DEFAULT_LIMIT_BYTES, LogBuffer
 from trainop_core.backends.ray.rsh import AGENT_NAME, Execs, node_dir, write_agent
 
 POLL_SECONDS = 0.05
 READ_LIMIT_BYTES = 256 * 1024
 BATCH_SECONDS = 0.1  # output is handed over at most this often unless the pod itself changed
+OUTPUT_LIMIT_BYTES = DEFAULT_LIMIT_BYTES  # kept here until the supervisor has read it
+PIPE_READ_BYTES = 64 * 1024
 
 
 def probe_port(preferred: int | None, avoid: set[int]) -> int:
@@ -64,8 +70,12 @@ class Replica:
         self.replica = replica
         self.replica_type = replica_type
         self.dir = Path(tempfile.mkdtemp(prefix="trainop-replica-"))
-        self.log_path = self.dir / f"{replica}.log"
-        self.log_path.touch()
+        self.log_path = self.dir / f"{replica}.log"  # a FIFO: see the module docstring
+        os.mkfifo(self.log_path, 0o600)
+        # Read and write: opening never blocks, and the pipe never reports end-of-file between
+        # two processes of the pod (there is always this writer).
+        self._pipe = os.open(self.log_path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        self.output = LogBuffer(OUTPUT_LIMIT_BYTES)
         self.ip = ray.util.get_node_ip_address()
         self.node_id = ray.get_runtime_context().get_node_id()
         self.pod: LocalPod | None = None
@@ -76,6 +86,7 @@ class Replica:
         self.changed = threading.Condition()
         self.closed = False
         threading.Thread(target=self._kubelet, daemon=True, name="kubelet").start()
+        threading.Thread(target=self._drain_pipe, daemon=True, name="output").start()
 
     # --- called by the supervisor ----------------------------------------------------------------
     def endpoint(
@@ -103,6 +114,9 @@ class Replica:
             if self.pod is not None and self.pod.alive:
                 raise RuntimeError(f"replica {self.replica} still runs pod {self.pod.name}")
             self.pod = LocalPod(spec, self.replica_type, self.log_path, spawn=spawn_from_threads)
+            if self.output.end:
+                what = f"replica {self.pod.replica} re-created as pod {self.pod.uid[:8]}"
+                self.output.append(f"--- trainop: {what} ---\n".encode())
             self._node_files(manifest, spec.main, configmaps or [])
             self.stopped = False
             self.pod.start()
@@ -171,38 +185,48 @@ class Replica:
     # --- internals -------------------------------------------------------------------------------
     def _kubelet(self) -> None:
         """Reap exits and run in-place restarts, like a kubelet; wake watchers on any change."""
-        size = 0
         while not self.closed:
             time.sleep(POLL_SECONDS)
             with self.changed:
                 if self.pod and not self.stopped and self.pod.poll(time.monotonic()):
                     self._bump()
-                now_size = self._log_size()
-                if now_size != size:
-                    size = now_size
-                    self.changed.notify_all()
+
+    def _drain_pipe(self) -> None:
+        """Move what the pod's processes write into the bounded buffer, as it comes (the pipe
+        is closed here, once the actor is closed, never under a `select` on it)."""
+        try:
+            while not self.closed:
+                ready, _, _ = select.select([self._pipe], [], [], POLL_SECONDS * 4)
+                if ready:
+                    self._read_pipe()
+        finally:
+            os.close(self._pipe)
+
+    def _read_pipe(self) -> None:
+        with self.changed:
+            try:
+                data = os.read(self._pipe, PIPE_READ_BYTES)
+            except BlockingIOError:
+                return
+            self.output.append(data)
+            self.changed.notify_all()
 
     def _bump(self) -> None:
         self.version += 1
         self.changed.notify_all()
 
     def _log_size(self) -> int:
-        with contextlib.suppress(OSError):
-            return self.log_path.stat().st_size
-        return 0
+        return self.output.end
 
     def _report(self, offset: int) -> dict[str, Any]:
-        data = b""
-        with contextlib.suppress(OSError), self.log_path.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read(READ_LIMIT_BYTES)
+        data, after = self.output.read(offset, READ_LIMIT_BYTES)
         pod = self.pod
         return {
             "version": self.version,
             "pod": dataclasses.asdict(pod.observed()) if pod is not None else None,
             "running": pod is not None and (pod.alive or pod.next_wakeup() is not None),
             "log": data,
-            "offset": offset + len(data),
+            "offset": after,
         }
 
 

@@ -12,14 +12,15 @@ restart against backoffLimit.
 
 The actor is detached (it outlives the driver that created the job) and named after the job, so
 any driver connected to the cluster finds it. It is threaded: one thread runs the rounds, the
-others answer clients (get, logs, wait, stop, suspend, delete) from the state it holds.
+others answer clients (get, logs, wait, stop, suspend, delete) from the state it holds. If its
+process dies, Ray restarts it (`record.MAX_RESTARTS` times): the new process takes the job as it
+was from its record (`record.py`) and starts its replicas again, which died with the old one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import threading
 import time
 import traceback
@@ -30,10 +31,11 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 
+from trainop_core.backends.ray import record
 from trainop_core.backends.ray.addressing import RayAddressing, UnplacedAddressing
 from trainop_core.backends.ray.gang import Gang, PlacementInterrupted, PlacementTimeout, Slot
 from trainop_core.backends.ray.journal import Journal
-from trainop_core.backends.ray.placement import Placement
+from trainop_core.backends.ray.placement import Placement, unschedulable_message
 from trainop_core.backends.ray.rsh import AGENT_NAME, node_dir
 from trainop_core.kinds.base import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION
 from trainop_core.planner.conditions import failed_status, is_finished_wire
@@ -91,7 +93,19 @@ class Supervisor:
             }
         )
         self._model: Any = None
+        self._restore()
         threading.Thread(target=self._loop, daemon=True, name="supervisor").start()
+
+    def _restore(self) -> None:
+        """Take the job as it was if this is a restarted process (see the module docstring)."""
+        kept = record.load(self.key, str(self.wire["metadata"].get("uid", "")))
+        if kept is not None:
+            self.wire = kept
+            self.gang.remove_leftovers()
+            message = "the job's Ray supervisor was restarted (its process died); its replicas "
+            message += "went with it and start again; output written before was lost"
+            self.journal.event("Warning", "SupervisorRestarted", message)
+        record.save(self.key, self.wire)
 
     # --- clients ---------------------------------------------------------------------------------
     def ready(self) -> bool:
@@ -144,6 +158,7 @@ class Supervisor:
         with self.lock:
             self.wire["spec"].setdefault("runPolicy", {})["suspend"] = suspended
             self._model = None
+            record.save(self.key, self.wire)
             self.poked = True
             self.lock.notify_all()
 
@@ -184,6 +199,7 @@ class Supervisor:
             self.lock.notify_all()
             while "delete" not in self.requests:
                 self.lock.wait(1.0)
+            record.remove(self.key)
             self.gone = True
             self.lock.notify_all()
 
@@ -221,20 +237,13 @@ class Supervisor:
     def _apply(self, plan: Plan) -> bool:
         doomed = [s for s in self.gang.slots.values() if s.pod and s.pod.name in plan.delete_pods]
         lost = [s for s in doomed if s.actor is None]
-        self._stop_pods(doomed)
+        self.gang.stop_pods(doomed)
         if lost:
             self._restart_gang_with(lost, plan)
         configmaps = [o for o in plan.apply_objects if o["kind"] == "ConfigMap"]
         created = self._start_pods(plan.create_pods, configmaps) if self.gang.placed else 0
         written = self._write(plan)
         return bool(doomed) or created > 0 or written
-
-    def _stop_pods(self, slots: list[Slot]) -> None:
-        calls = [s.actor.stop.remote() for s in slots if s.actor is not None]
-        with contextlib.suppress(Exception):
-            ray.wait(calls, num_returns=len(calls), timeout=120)
-        for slot in slots:
-            slot.pod, slot.running = None, False
 
     def _restart_gang_with(self, lost: list[Slot], plan: Plan) -> None:
         """A lost replica is being re-created somewhere else: its peers go with it."""
@@ -246,7 +255,7 @@ class Supervisor:
             for s in self.gang.slots.values()
             if s.pod is not None and s.pod.phase in ("Pending", "Running")
         ]
-        self._stop_pods(peers)
+        self.gang.stop_pods(peers)
         for slot in peers:
             self.journal.mark(slot.replica, f"gang restart: {names} lost its actor")
         message = f"replica(s) {names} lost; restarting every replica of the gang with it"
@@ -304,6 +313,7 @@ class Supervisor:
                 self.wire["metadata"]["annotations"] = annotations
                 self.wire["status"] = status
                 self._model = None
+                record.save(self.key, self.wire)
             events = [(e.type, e.reason, e.message) for e in plan.events]
             for event in events:
                 if event not in self._events_seen:
@@ -341,13 +351,9 @@ class Supervisor:
         return f"placed {self.placement.describe()}: {where}"
 
     def _fail_unschedulable(self, timeout: float, what: str) -> None:
-        have = {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")}
-        free = {k: v for k, v in ray.available_resources().items() if k in ("CPU", "GPU", "memory")}
-        message = (
-            f"{self.kind.kind} {self.wire['metadata']['name']} could not be placed on the Ray "
-            f"cluster within {timeout:g} s (waiting for its {what}): it needs "
-            f"{self.placement.describe()}; the cluster has {_fmt(have)} in all, {_fmt(free)} free"
-        )
+        job = f"{self.kind.kind} {self.wire['metadata']['name']}"
+        resources = (ray.cluster_resources(), ray.available_resources())
+        message = unschedulable_message(job, self.placement, timeout, what, resources)
         self.journal.event("Warning", "Unschedulable", message)
         self.gang.release()
         self._record_failed(message)
@@ -418,15 +424,16 @@ class Supervisor:
             return True
         if "stop" in requests and not self._finished():
             running = [s for s in self.gang.slots.values() if s.pod is not None]
-            self._stop_pods(running)
+            self.gang.stop_pods(running)
             self._record_failed(str(requests["stop"]))
         with self.lock:
             self.lock.notify_all()
         return False
 
     def _teardown(self, *, exit_actor: bool) -> None:
-        self._drain_all()
+        self.gang.drain(self.journal.append)
         self.gang.release()
+        record.remove(self.key)
         with self.lock:
             self.gone = True
             self.lock.notify_all()
@@ -439,29 +446,13 @@ class Supervisor:
         placement group (a resumed job is placed again)."""
         suspended = bool((self.wire["spec"].get("runPolicy") or {}).get("suspend"))
         if self.gang.pg is not None and not self._running() and (self._finished() or suspended):
-            self._drain_all()
+            self.gang.drain(self.journal.append)
             self.gang.release()
             for slot in self.gang.slots.values():
                 slot.pod = None if suspended else slot.pod
         with self.lock:
             self.settled = self._finished() and self.gang.pg is None and not self._running()
             self.lock.notify_all()
-
-    def _drain_all(self) -> None:
-        """Read what the replicas wrote and was not reported yet (before their actors go)."""
-        for slot in self.gang.slots.values():
-            slot.watch = None  # its answer, if it comes, would repeat what is read here
-            for _ in range(64):  # the rest of its output file, a bounded chunk at a time
-                if slot.actor is None:
-                    break
-                try:
-                    report = ray.get(slot.actor.watch.remote(-2, slot.offset, 0), timeout=10)
-                except Exception:
-                    break
-                self.journal.append(slot.replica, report["log"])
-                slot.offset = report["offset"]
-                if not report["log"]:
-                    break
 
     def _record_failed(self, message: str) -> None:
         with self.lock:
@@ -470,6 +461,7 @@ class Supervisor:
                 return
             self.wire["status"] = failed_status(status, self.kind.kind, message)
             self._model = None
+            record.save(self.key, self.wire)
             self.journal.event("Warning", f"{self.kind.kind}Failed", message)
             self.lock.notify_all()
 
@@ -514,11 +506,7 @@ class Supervisor:
                     self.lock.wait(min(left, 1.0))
 
 
-def _fmt(resources: dict[str, float]) -> str:
-    return json.dumps({k: round(v, 3) for k, v in sorted(resources.items())})
-
-
 def remote_class() -> Any:
     """The Ray actor class of `Supervisor` (threaded: clients are served while it runs)."""
     make: Any = ray.remote  # its overloads do not know actor options
-    return make(max_concurrency=64, max_restarts=0)(Supervisor)
+    return make(max_concurrency=64, max_restarts=record.MAX_RESTARTS)(Supervisor)

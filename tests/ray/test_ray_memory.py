@@ -1,0 +1,107 @@
+"""The Ray backend's memory is bounded: each supervisor reserves its memory on the head node (a
+job the head cannot hold is refused at submit, naming the limit), and a chatty replica's output
+grows nothing on its node (it goes through a pipe into a bounded buffer)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import ray
+from builders import make_job
+from ray_helpers import leftovers, py, tagged, until
+
+from trainop_core.backends.ray.capacity import SUPERVISOR_MEMORY_BYTES, ClusterFull
+from trainop_core.client import TrainingClient, is_succeeded
+
+HEAD = "node:__internal_head__"
+MIB = 1024**2
+
+
+def _head_free_memory() -> float:
+    from ray._private.state import available_resources_per_node
+
+    [head] = [n for n in ray.nodes() if n["Alive"] and HEAD in n["Resources"]]
+    return float(available_resources_per_node()[head["NodeID"]].get("memory", 0))
+
+
+@ray.remote(num_cpus=0)
+class _Placeholder:
+    def ready(self) -> bool:
+        return True
+
+
+def test_each_supervisor_reserves_its_memory_on_the_head_node(
+    client: TrainingClient, tag: str, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    wait = py(f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.1)")
+    before = _head_free_memory()
+    client.create(tagged(make_job("TFJob", "reserving").workers(1, command=wait), tag))
+    assert before - _head_free_memory() == pytest.approx(SUPERVISOR_MEMORY_BYTES, abs=MIB)
+    gate.touch()
+    assert is_succeeded(client.wait("reserving", timeout=120))
+    client.delete("reserving")
+    until(lambda: _head_free_memory() == pytest.approx(before, abs=MIB), what="given back")
+
+
+def test_a_job_the_head_node_cannot_hold_is_refused_at_submit_naming_the_limit(
+    client: TrainingClient, tag: str
+) -> None:
+    """The head's memory resource is nearly all taken (here by a placeholder actor, as by many
+    jobs' supervisors): a new job is refused at once, nothing of it created; once there is room
+    again, the same job is accepted."""
+    room = int(_head_free_memory() - SUPERVISOR_MEMORY_BYTES / 2)
+    hog = _Placeholder.options(memory=room, resources={HEAD: 0.001}).remote()
+    ray.get(hog.ready.remote(), timeout=60)
+    job = tagged(make_job("TFJob", "no-room").workers(1, command=py("print('ran')")), tag)
+    try:
+        with pytest.raises(ClusterFull) as refused:
+            client.create(job)
+        message = str(refused.value)
+        assert "the Ray head node has no room for another job" in message
+        assert f"each job's supervisor reserves {SUPERVISOR_MEMORY_BYTES // MIB} MiB" in message
+        assert "ray start --head --memory=BYTES" in message and "Nothing was created" in message
+        assert not leftovers(tag) and client.list(None) == []
+    finally:
+        ray.kill(hog)
+    until(lambda: _head_free_memory() >= SUPERVISOR_MEMORY_BYTES, what="room again")
+    assert is_succeeded(client.wait(client.create(job).name, timeout=120))
+
+
+def _stdout_of(pid: int) -> os.stat_result:
+    return os.stat(f"/proc/{pid}/fd/1")
+
+
+def test_a_chatty_replica_grows_nothing_on_its_node(
+    client: TrainingClient, tag: str, tmp_path: Path
+) -> None:
+    """24 MiB of output, then the replica waits: where its output goes holds none of it (a pipe,
+    not a growing file), and the supervisor keeps the newest 8 MiB, saying what it dropped."""
+    gate = tmp_path / "gate"
+    chatty = py(f"""
+        import os, sys, time
+        line = "x" * 1023 + "\\n"
+        for _ in range(24 * 1024):
+            sys.stdout.write(line)
+        sys.stdout.write("last line\\n")
+        sys.stdout.flush()
+        while not os.path.exists({str(gate)!r}):
+            time.sleep(0.1)
+    """)
+    client.create(tagged(make_job("TFJob", "chatty").workers(1, command=chatty), tag))
+    [pid] = until(lambda: leftovers(tag).get("processes"), what="the replica running")
+
+    def all_read() -> bool:
+        return any(line.text == "last line" for line in client.logs("chatty"))
+
+    until(all_read, timeout=120, what="its output read to the end")
+    out = _stdout_of(pid)
+    assert stat.S_ISFIFO(out.st_mode) or out.st_size < MIB, "output is kept on the node's disk"
+    gate.touch()
+    assert is_succeeded(client.wait("chatty", timeout=120))
+    text = [line.text for line in client.logs("chatty")]
+    assert any("bytes of older output dropped" in line for line in text)
+    assert sum(len(line) + 1 for line in text) <= 8 * MIB + 4096
