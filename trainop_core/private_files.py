@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Any
@@ -95,6 +96,24 @@ def open_lock(path: str | os.PathLike[str]) -> int:
 def private_temp_dir(prefix: str) -> Path:
     """A new directory with an unpredictable name under the temporary directory, mode 0700."""
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def private_dir(path: str | os.PathLike[str]) -> Path:
+    """`path` as a directory of this user's alone, made (mode 0700) if missing. One found there
+    is used only if it is a real directory (not a link), this user's, and closed to others:
+    otherwise `OSError` names the path and why (another local user may have planted it)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, DIR_MODE)
+    found = os.lstat(path)
+    if not stat.S_ISDIR(found.st_mode):
+        why = "is not a directory of its own (a symbolic link or a file is there)"
+        raise OSError(errno.ENOTDIR, why, str(path))
+    if found.st_uid != os.geteuid():
+        raise OSError(errno.EPERM, f"belongs to another user (uid {found.st_uid})", str(path))
+    if found.st_mode & 0o077:
+        why = f"is open to other users (mode {stat.S_IMODE(found.st_mode):o}, 700 expected)"
+        raise OSError(errno.EPERM, why, str(path))
+    return Path(path)
 
 
 def _open_nofollow(path: str | os.PathLike[str], flags: int) -> int:

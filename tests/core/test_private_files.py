@@ -14,6 +14,7 @@ from trainop_core.private_files import (
     append_fd,
     open_append,
     open_lock,
+    private_dir,
     private_temp_dir,
     replace,
     write_new,
@@ -99,3 +100,28 @@ def test_concurrent_replaces_leave_one_whole_file_and_no_temporary_one(tmp_path:
         thread.join()
     assert path.read_text() in texts
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_a_private_directory_is_made_owner_only_and_reused_when_it_is_ours(tmp_path: Path) -> None:
+    made = private_dir(tmp_path / "node")
+    assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o700
+    (made / "kept").write_text("x")
+    assert (private_dir(made) / "kept").read_text() == "x"  # a second replica on the node
+
+
+def test_a_planted_link_or_open_directory_is_never_taken_for_a_private_one(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    link = tmp_path / "linked"
+    link.symlink_to(elsewhere)
+    with pytest.raises(OSError, match="not a directory of its own"):
+        private_dir(link)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OSError, match="not a directory of its own"):
+        private_dir(tmp_path / "file")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(OSError, match="open to other users"):
+        private_dir(shared)
+    assert list(elsewhere.iterdir()) == []  # nothing was written through the link

@@ -38,6 +38,7 @@ from trainop_core.backends.process.podexec import (
 from trainop_core.backends.process.podspec import Step, base_env, launch_spec
 from trainop_core.backends.ray.logbuffer import DEFAULT_LIMIT_BYTES, LogBuffer
 from trainop_core.backends.ray.rsh import AGENT_NAME, Execs, node_dir, write_agent
+from trainop_core.private_files import private_dir
 
 POLL_SECONDS = 0.05
 READ_LIMIT_BYTES = 256 * 1024
@@ -175,7 +176,7 @@ class Replica:
         assert self.pod is not None
         owner = (manifest["metadata"].get("ownerReferences") or [{}])[0]
         self.node_dir = node_dir(str(owner.get("uid", "")))
-        self.node_dir.mkdir(mode=0o700, exist_ok=True)
+        private_dir(self.node_dir)  # a link or another user's directory planted there: refused
         write_exec_spec(self.node_dir / "exec", self.pod.name, main, self.pod.markers())
         write_configmaps(self.node_dir / "configmaps", configmaps)
         namespace, _, job = self.job_key.partition("/")

@@ -27,20 +27,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainop_core.private_files import replace
+
 AGENT_NAME = "exec-agent"
 READ_LIMIT_BYTES = 256 * 1024
 
 
 def node_dir(uid: str) -> Path:
-    """The job's directory on every node (node-local, the same path everywhere)."""
+    """The job's directory on every node (node-local, the same path everywhere; made and checked
+    by `private_files.private_dir` before anything is written into it)."""
     return Path(tempfile.gettempdir()) / f"trainop-{uid}"
 
 
 def write_agent(path: Path, gcs_address: str, namespace: str, job: str) -> Path:
     call = shlex.join([sys.executable, "-m", __name__, gcs_address, namespace, job])
-    path.write_text(f'#!/bin/sh\nexec {call} "$@"\n')
-    path.chmod(0o700)
-    return path
+    return replace(path, f'#!/bin/sh\nexec {call} "$@"\n', mode=0o700)
 
 
 class Execs:
