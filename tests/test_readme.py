@@ -35,7 +35,12 @@ def test_the_check_script_runs_lint_format_types_then_the_tests() -> None:
     lines = [line.strip() for line in script.read_text().splitlines()]
     steps = [line for line in lines if line.startswith(("ruff", "mypy", "python -m pytest"))]
     assert "set -euo pipefail" in lines  # any failing step fails the check
-    assert steps == ["ruff check .", "ruff format --check .", "mypy", 'python -m pytest "$@"']
+    assert steps == [
+        "ruff check .",
+        "ruff format --check .",
+        "mypy",
+        'python -m pytest --durations=15 "$@"',
+    ]
     assert script.stat().st_mode & 0o111, "scripts/check must be executable"
 
 
