@@ -18,10 +18,10 @@ with nine informers about 0.3 requests/s, served from the API server's watch cac
 
 **Requests.** Every ordinary request gives up after REQUEST_READ_TIMEOUT without a byte.
 
-**TCP keepalive** on every socket finds a peer that vanished (host down, NAT state dropped) from
-the kernel's side within KEEPALIVE_IDLE + KEEPALIVE_COUNT x KEEPALIVE_INTERVAL seconds, before the
-timeouts above; it cannot find a middlebox that still acknowledges but no longer forwards, which
-is why the timeouts are the bound.
+**TCP keepalive** on every connection to the API server finds a peer that vanished (host down,
+NAT state dropped) from the kernel's side within KEEPALIVE_IDLE + KEEPALIVE_COUNT x
+KEEPALIVE_INTERVAL seconds (30 s), before the timeouts above; it cannot find a middlebox that
+still acknowledges but no longer forwards, which is why the timeouts are the bound.
 
 The flags ``--watch-timeout`` and ``--watch-read-timeout`` override the watch figures (tests use
 a few seconds); :func:`dead_watch_bound` says what a choice guarantees.
