@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from opkit import Cluster
@@ -59,7 +59,7 @@ def test_the_default_flags_give_a_silent_watch_up_within_45_seconds_and_never_an
     options = options_from_args(parser.parse_args([]))
     stop = threading.Event()
     client = _RecordingClient(300, stop)
-    lw = RestListWatch(client, PODS, read_margin=options.watch_read_timeout)  # type: ignore[arg-type]  # a stand-in
+    lw = RestListWatch(cast(KubeClient, client), PODS, read_margin=options.watch_read_timeout)
     Informer("pods", lw, min_watch_timeout=options.watch_timeout).run(stop)
     assert len(client.seen) == 300
     longest = max(read for _, read in client.seen)
