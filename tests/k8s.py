@@ -224,5 +224,5 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def idle_seconds(request: pytest.FixtureRequest) -> float:
     """How long an idle-operator test waits: 12 s, or with --soak 630 s (10.5 min: every
-    default 300-600 s watch ends at least once)."""
+    default 20-40 s watch ends many times, and idle resources get their once-a-minute bookmarks)."""
     return 630.0 if request.config.getoption("--soak") else 12.0

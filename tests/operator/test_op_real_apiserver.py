@@ -95,7 +95,7 @@ def test_an_idle_operator_logs_no_watch_errors(
 ) -> None:
     """A real server sends nothing on an idle watch until its timeout; the client must not give
     up first. Short watches (3-6 s) and a 2 s read margin make a bounded test of what, with the
-    defaults, takes minutes; ``--soak`` runs it for 10 minutes with the default options."""
+    defaults, takes 40 s; ``--soak`` runs it for 10 minutes with the default options."""
     caplog.set_level(logging.INFO, logger="trainop_core")
     options = {} if idle_seconds >= 600 else {"watch_timeout": 3, "watch_read_timeout": 2}
     with k8s.operator(**options) as manager:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from k8s import namespace_name
 from opkit import Cluster, RunningOperator, open_cluster, operator_process, wait_for
 
 from trainop_core.kinds.table import KindRegistry
+from trainop_core.operator.liveness import WATCH_READ_MARGIN, WATCH_TIMEOUT, dead_watch_bound
 from trainop_core.testing.controlplane import ControlPlane
 
 Start = Callable[..., RunningOperator]
@@ -212,6 +214,39 @@ def test_half_open_watch_is_abandoned_after_the_read_timeout(
         what="watches re-opened",
     )
     assert op.manager.caches_synced()
+
+
+def test_a_watch_stalled_mid_stream_is_noticed_within_the_bound_and_the_cache_catches_up(
+    cluster: Cluster, run_operator: Start, request: pytest.FixtureRequest
+) -> None:
+    """The pods watch's connection stays open but forwards nothing more (a peer gone behind a
+    NAT, a hung load balancer), stalled just after it opened (the worst case): the informer gives
+    it up within its bound, watches again from where it was, and the job finishes on pod changes
+    the stalled watch never delivered. 2-4 s watches and a 1 s margin (5 s); ``--soak`` runs it
+    with the defaults (45 s)."""
+    soak = request.config.getoption("--soak")
+    timing = (WATCH_TIMEOUT, WATCH_READ_MARGIN) if soak else (2.0, 1.0)
+    bound = dead_watch_bound(*timing)
+    cluster.rule("*", run_seconds=None)
+    op = run_operator(watch_timeout=timing[0], watch_read_timeout=timing[1]).wait_started()
+    pods = op.manager.informers["pods"]
+    (name,) = run_jobs(cluster, 1)
+    workers = [f"{name}-master-0", f"{name}-worker-0", f"{name}-worker-1"]
+    wait_for(lambda: len(cluster.pods(name)) == 3, what="the job's pods")
+    for pod in workers:
+        wait_for(lambda p=pod: _running(cluster, p), what=f"{pod} running")  # type: ignore[misc]
+    opened = pods.watches
+    wait_for(lambda: pods.watches > opened, bound, "a fresh pods watch")
+    wait_for(lambda: cluster.proxy.stall(watch="pods") == 1, what="the pods watch stalled")
+    stalled_at, watches = time.monotonic(), pods.watches
+    for pod in workers:  # changes only a new watch can deliver
+        cluster.terminate(pod, exit_code=0)
+    wait_for(lambda: pods.watches > watches, bound + 10, "the stalled watch given up, replaced")
+    noticed = time.monotonic() - stalled_at
+    # Held at least until the server would have ended the watch, given up within the bound.
+    assert timing[0] - 1 <= noticed <= bound + 1, f"noticed after {noticed:.1f} s"
+    cluster.wait_condition("PyTorchJob", name, "Succeeded")
+    assert pods.lists == 1  # resumed from the last resourceVersion, not re-listed
 
 
 def test_sigkill_and_restart_mid_run_loses_no_job_and_duplicates_no_pod(

@@ -235,6 +235,42 @@ def test_a_half_open_connection_sends_nothing_until_the_client_gives_up(
     assert core.list_namespaced_pod(k8s_namespace).items == []
 
 
+def test_a_stalled_connection_stays_open_and_forwards_nothing_either_way(
+    proxy: FaultProxy, core: Any, k8s_namespace: str
+) -> None:
+    from urllib3.exceptions import ReadTimeoutError
+
+    rv = core.list_namespaced_config_map(k8s_namespace).metadata.resource_version
+    watch = core.list_namespaced_config_map(
+        k8s_namespace, watch=True, resource_version=rv, timeout_seconds=1,
+        _preload_content=False, _request_timeout=(5, 3),
+    )  # fmt: skip
+    wait_for(lambda: proxy.stats.open_watches == 1, timeout=10)
+    assert proxy.stall(watch="services") == 0
+    assert proxy.stall(watch="configmaps") == 1
+    core.create_namespaced_config_map(k8s_namespace, configmap("unseen"))  # another connection
+    started = time.monotonic()
+    with pytest.raises(ReadTimeoutError):  # neither the event nor the end at 1 s comes through
+        watch.read()
+    assert time.monotonic() - started >= 2.5
+    assert proxy.stats.watch_events == 0
+
+
+def test_a_request_on_a_stalled_kept_alive_connection_is_answered_by_nobody(
+    proxy: FaultProxy, core: Any, k8s_namespace: str
+) -> None:
+    from urllib3.exceptions import ReadTimeoutError
+
+    core.list_namespaced_config_map(k8s_namespace)  # one kept-alive connection, idle now
+    assert proxy.stall() == 1
+    started = time.monotonic()
+    with pytest.raises(ReadTimeoutError):
+        core.list_namespaced_config_map(k8s_namespace, _request_timeout=(5, 1))
+    assert time.monotonic() - started >= 1
+    assert core.list_namespaced_config_map(k8s_namespace).items == []  # a new connection
+    assert proxy.stats.requests[("list", "configmaps")] == 3
+
+
 def test_a_partition_cuts_every_client_off_until_healed(
     proxy: FaultProxy, control_plane: ControlPlane, k8s_namespace: str
 ) -> None:

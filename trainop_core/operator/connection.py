@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainop_core.operator.liveness import keep_alive
 from trainop_core.private_files import write_new
 
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -200,6 +201,7 @@ class Connection:
             conn.close()
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
         assert conn.sock is not None
+        keep_alive(conn.sock)  # a vanished peer is found even on an idle connection (liveness.py)
         conn.sock.settimeout(read)
         return conn
 

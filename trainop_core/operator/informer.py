@@ -6,10 +6,9 @@ bookmarks, tracking the newest resourceVersion itself (the official client ignor
 on a server timeout or a dropped stream, WATCH again from that resourceVersion -> on 410 Gone,
 LIST again. Errors back off exponentially (0.5 s doubling to 30 s); a watch the server ends
 normally is no error and is resumed at once. The server-side watch timeout is jittered (client-go:
-min * [1, 2)). A real API server sends nothing at all on an idle watch until that timeout, so the
-client's read timeout on a watch is the server-side timeout plus a margin (`read_margin`): an idle
-watch is never cut by the client, and a half-open connection stalls the informer for at most
-timeout + margin seconds.
+min * [1, 2)). The client gives a watch up once it has been silent for that timeout plus a margin
+(`read_margin`): a healthy watch has ended by then, so a half-open connection is noticed within
+`liveness.dead_watch_bound` (45 s by default; see `liveness.py` for why the watches are short).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from trainop_core.operator.kube import ApiError, KubeClient, Obj, Resource
+from trainop_core.operator.liveness import CONNECT_TIMEOUT, WATCH_READ_MARGIN, WATCH_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,9 @@ class _RestWatch:
     def __init__(
         self, client: KubeClient, path: str, query: dict[str, Any], read_timeout: float
     ) -> None:
-        self._stream, self._lines = client.stream_lines(path, query, (10.0, read_timeout))
+        self._stream, self._lines = client.stream_lines(
+            path, query, (CONNECT_TIMEOUT, read_timeout)
+        )
 
     def __iter__(self) -> Iterator[Obj]:
         for line in self._lines:
@@ -106,7 +108,7 @@ class RestListWatch:
         namespace: str = "",
         label_selector: str = "",
         page_size: int = 500,
-        read_margin: float = 30.0,
+        read_margin: float = WATCH_READ_MARGIN,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -139,7 +141,8 @@ class RestListWatch:
             "timeoutSeconds": timeout_seconds,
             "labelSelector": self.label_selector,
         }
-        read_timeout = timeout_seconds + self.read_margin  # the server may stay silent that long
+        # The server may stay silent until it ends the watch: only silence past that is death.
+        read_timeout = timeout_seconds + self.read_margin
         return _RestWatch(self.client, self.resource.path(self.namespace), query, read_timeout)
 
 
@@ -150,7 +153,7 @@ class Informer:
         self,
         name: str,
         lw: ListWatch,
-        min_watch_timeout: float = 300.0,
+        min_watch_timeout: float = WATCH_TIMEOUT,
         backoff_cap: float = 30.0,
         transform: Callable[[Obj], Obj] | None = None,
     ) -> None:

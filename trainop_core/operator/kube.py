@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainop_core.operator.connection import Connection, Stream, TransportError, load_connection
+from trainop_core.operator.liveness import CONNECT_TIMEOUT, REQUEST_READ_TIMEOUT
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.ratelimit import TokenBucket
 
 Obj = dict[str, Any]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
-DEFAULT_TIMEOUT = (10.0, 30.0)  # (connect, read) seconds for ordinary requests
+DEFAULT_TIMEOUT = (CONNECT_TIMEOUT, REQUEST_READ_TIMEOUT)  # ordinary requests (liveness.py)
 MAX_RETRIES = 10  # client-go's: a request refused with Retry-After is sent again up to 10 times
 MAX_RETRY_AFTER = 10.0  # seconds: a larger Retry-After is waited out 10 s at a time
 

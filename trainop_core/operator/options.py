@@ -11,6 +11,7 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
+from trainop_core.operator.liveness import WATCH_READ_MARGIN, WATCH_TIMEOUT
 from trainop_core.operator.webhook.options import (
     WebhookOptions,
     add_webhook_flags,
@@ -48,10 +49,10 @@ class Options:
     lease: LeaseTimings = field(default_factory=LeaseTimings)
     kubeconfig: str = ""
     cluster_domain: str = ""
-    watch_timeout: float = 300.0  # server-side timeoutSeconds minimum (jittered up to 2x)
-    # The client reads a watch for its server-side timeout plus this: a real API server sends
-    # nothing on an idle watch, so a shorter read timeout would cut every idle watch.
-    watch_read_timeout: float = 30.0
+    # Server-side timeoutSeconds minimum (jittered up to 2x), and how much longer the client
+    # waits for a byte: short, so that a half-open watch is noticed within 45 s (liveness.py).
+    watch_timeout: float = WATCH_TIMEOUT
+    watch_read_timeout: float = WATCH_READ_MARGIN
     cache_sync_timeout: float = 120.0
     pytorch_init_container_image: str = "alpine:3.10"
     pytorch_init_container_max_tries: int = 100
@@ -112,18 +113,22 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--watch-timeout",
         type=float,
-        default=300.0,
+        default=WATCH_TIMEOUT,
         metavar="SECONDS",
-        help="minimum server-side watch timeout (jittered up to twice this)",
+        help=(
+            "minimum server-side watch timeout (jittered up to twice this); a watch ends and is "
+            "resumed that often, so that a dead one is noticed (default %(default)s)"
+        ),
     )
     add(
         "--watch-read-timeout",
         type=float,
-        default=30.0,
+        default=WATCH_READ_MARGIN,
         metavar="SECONDS",
         help=(
             "how much longer than its server-side timeout the client reads a silent watch "
-            "(an idle watch carries no bytes; a half-open connection is given up after both)"
+            "(an idle watch carries no bytes until the server ends it); a half-open connection "
+            "is noticed within twice --watch-timeout plus this (default %(default)s: 45 s)"
         ),
     )
     add(

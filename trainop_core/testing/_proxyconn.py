@@ -52,6 +52,7 @@ class Handler(BaseHTTPRequestHandler):
     streaming: RequestInfo | None = None
     _upstream: http.client.HTTPSConnection | None = None
     _aborted = False
+    stalled = False  # set by FaultProxy.stall: no byte forwarded either way any more
 
     def setup(self) -> None:
         # Headers and body go out in two writes: without this, Nagle's algorithm and the client's
@@ -93,6 +94,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         info = request_info(self.command, self.path)
         self.proxy._count(info)
+        if self.stalled:  # a request on a stalled kept-alive connection: it goes nowhere
+            self._hang(None)
+            return
         fault = self.proxy._take(info)
         action = fault.action if fault else ""
         if fault is not None and action == "delay":
@@ -188,14 +192,16 @@ class Handler(BaseHTTPRequestHandler):
         try:
             while not (cut_after is not None and events >= cut_after):
                 piece = resp.readline() if info.is_watch else resp.read1(65536)
-                if not piece or self._aborted:
+                if self.stalled:  # not this piece, nor the end of the stream, nor anything more
+                    self._hang(None)
+                if not piece or self._aborted or self.stalled:
                     break
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 self.wfile.flush()
                 if info.is_watch and piece.strip():
                     events += 1
                     self.proxy._count_event()
-            if self._aborted or cut_after is not None:
+            if self._aborted or self.stalled or cut_after is not None:
                 self._abort_stream()  # mid-body: no terminating chunk, the connection goes
             else:
                 self.wfile.write(b"0\r\n\r\n")

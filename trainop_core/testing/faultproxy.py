@@ -15,6 +15,11 @@ scripted list of :class:`Fault` rules (first match wins, each for ``count`` requ
 ``hang``    read the request and then send nothing (a half-open connection) until the client
             gives up, ``seconds`` pass or the proxy stops.
 
+:meth:`FaultProxy.stall` turns connections already open into half-open ones: each stays open but
+forwards no byte either way any more (not a watch's next event, not the end of its stream, not
+the next request on a kept-alive connection), as when the peer vanished behind a NAT or a load
+balancer hangs, until the client gives up or the proxy stops.
+
 It counts requests by ``(verb, resource)`` (``resource`` includes the subresource, e.g.
 ``pods/status``; verbs are the API server's: get, list, watch, create, update, patch, delete,
 deletecollection) and answers by code, and can cut every open watch or partition its clients
@@ -216,6 +221,23 @@ class FaultProxy:
         for conn in cut:
             conn.abort()
         return len(cut)
+
+    def stall(self, watch: str | None = None) -> int:
+        """Make open connections half-open now: every one (idle kept-alive ones included), or
+        with `watch` only those streaming a watch on a matching resource. Returns how many."""
+        stalled = [
+            conn
+            for conn in self._open_connections()
+            if watch is None
+            or (
+                conn.streaming is not None
+                and conn.streaming.is_watch
+                and fnmatch.fnmatchcase(conn.streaming.resource, watch)
+            )
+        ]
+        for conn in stalled:
+            conn.stalled = True
+        return len(stalled)
 
     def partition(self) -> Fault:
         """Cut the clients off the server: every connection closed, every new request dropped,
