@@ -9,6 +9,8 @@ Children are written several at a time when the applier has a writer pool (the m
 Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
 that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
 create). AlreadyExists means our cache is behind: it is not an error, the job is simply requeued.
+A create whose answer was lost (the client never sends a write twice) is looked up by name: there
+and controlled by the job, it happened; an object the job does not control is AlreadyExists.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.kube import PODS, SERVICES, ApiError, KubeClient, Obj, Resource
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.objects import ObjectWriter
+from trainop_core.operator.observe import controller_ref
 from trainop_core.operator.recorder import EventRecorder
 from trainop_core.planner.types import Plan
 
@@ -204,23 +207,33 @@ class Applier:
 
         def create(obj: Obj) -> None:
             name = obj.get("metadata", {}).get("name", "")
+            obj_ns = obj.get("metadata", {}).get("namespace") or ns
             try:
-                self.client.create(res, obj.get("metadata", {}).get("namespace") or ns, obj)
-                self.record(
-                    job,
-                    "Normal",
-                    f"SuccessfulCreate{res.kind}",
-                    f"Created {res.kind.lower()}: {name}",
-                )
+                self.client.create(res, obj_ns, obj)
             except ApiError as exc:
-                self.expectations.observed_creation(key)
-                if exc.already_exists:
-                    out.cache_stale = True
+                found = self._look_up(res, obj_ns, name) if exc.answer_lost else None
+                if found is None or not _controlled_by(found, job):
+                    self.expectations.observed_creation(key)  # no event will come for it
+                    if exc.already_exists or found is not None:
+                        out.cache_stale = True
+                        return
+                    out.errors.append(f"create {res.kind} {name}: {exc}")
+                    self.record(job, "Warning", f"FailedCreate{res.kind}", f"Error creating: {exc}")
                     return
-                out.errors.append(f"create {res.kind} {name}: {exc}")
-                self.record(job, "Warning", f"FailedCreate{res.kind}", f"Error creating: {exc}")
+            self.record(
+                job, "Normal", f"SuccessfulCreate{res.kind}", f"Created {res.kind.lower()}: {name}"
+            )
 
         self._each(create, objs)
+
+    def _look_up(self, res: Resource, ns: str, name: str) -> Obj | None:
+        """The object a create whose answer was lost was to make, if it is there (the create
+        is never sent twice: the server may have applied it)."""
+        try:
+            return self.client.get(res, ns, name)
+        except ApiError as exc:
+            log.info("%s %s/%s: create unanswered, and not found: %s", res.kind, ns, name, exc)
+            return None
 
     def _each(self, call: Callable[[T], None], items: list[T]) -> None:
         """`call` for every item, on the writer pool (several at once) when there is one; returns
@@ -246,7 +259,7 @@ class Applier:
             elif plan.pod_group is not None and current is not None:
                 self._update_pod_group(ns, name, plan.pod_group, current)
         except ApiError as exc:
-            if exc.already_exists or exc.not_found:
+            if exc.already_exists or exc.not_found or exc.answer_lost:  # look again soon
                 out.cache_stale = True
             else:
                 out.errors.append(f"PodGroup {name}: {exc}")
@@ -319,3 +332,7 @@ class Applier:
             attr = METRIC_COUNTERS.get(name)
             if attr is not None and attr != "jobs_deleted":  # counted when the DELETE succeeds
                 getattr(self.metrics, attr).inc(**labels)
+
+
+def _controlled_by(obj: Obj, job: Obj) -> bool:
+    return bool((controller_ref(obj) or {}).get("uid") == job["metadata"].get("uid"))

@@ -4,7 +4,9 @@ Objects stay plain dicts (`json.loads`): the official client's model deserialisa
 per pod, about 70x `json.loads`, and importing it ~55 MiB. Every request first takes a token from
 the client-side bucket (`--kube-api-qps`/`--kube-api-burst`) and is counted in
 `rest_client_requests_total{verb,code}`. A 429 (or 5xx) with Retry-After, which the API server's
-priority and fairness sends an overloaded client, is waited out and sent again, as client-go does.
+priority and fairness sends an overloaded client, is waited out and sent again, as client-go does
+(the server did not act on it). A write whose answer was lost is not sent again: ApiError says
+`answer_lost`, and the caller finds out whether it happened.
 """
 
 from __future__ import annotations
@@ -75,10 +77,15 @@ OBJECT_RESOURCES = {r.kind: r for r in (CONFIG_MAPS, SERVICE_ACCOUNTS, ROLES, RO
 class ApiError(Exception):
     """A non-2xx answer (status 0: no answer at all). `reason` is the Status reason."""
 
-    def __init__(self, status: int, reason: str = "", message: str = "") -> None:
+    def __init__(
+        self, status: int, reason: str = "", message: str = "", *, answer_lost: bool = False
+    ) -> None:
         self.status = status
         self.reason = reason
         self.message = message
+        # The request went out and no (whole) answer came back: the server may have acted on
+        # it. A write is never sent again by the connection; its caller looks for what it wrote.
+        self.answer_lost = answer_lost
         super().__init__(f"{status} {reason}: {message}".strip())
 
     @property
@@ -194,7 +201,7 @@ class KubeClient:
                 )
             except TransportError as exc:  # no answer, or its body broke off
                 self._count(method, "<error>")
-                raise ApiError(0, "TransportError", str(exc)) from exc
+                raise ApiError(0, "TransportError", str(exc), answer_lost=exc.sent) from exc
             self._count(method, str(status))
             if status < 300:
                 decoded: Obj = json.loads(raw) if raw else {}
