@@ -74,6 +74,39 @@ def test_a_clean_shutdown_releases_the_lease_for_an_immediate_successor(
     assert lease(cluster)["spec"]["holderIdentity"] == second.manager.identity
 
 
+def test_a_leader_whose_renewals_stall_writes_nothing_once_a_rival_can_have_the_lease(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """The API server answers the leader's lease requests 429 with a long Retry-After (an
+    overloaded server's priority and fairness): the rival takes the lease after a lease duration,
+    and from then on not one write of the stalled leader reaches the server (pods, services,
+    status, events), while the rival runs every job."""
+    cluster.rule("*", run_seconds=0.2)
+    first = run_operator(**LEASE).wait_started()
+    second = run_operator(**LEASE, proxy=cluster.new_proxy())
+    wait_for(second.manager.caches_synced, what="standby caches warm")
+    first.proxy.fail("*", "leases", code=429, retry_after=5, count=None)
+    cluster.create_job(minimal_job("PyTorchJob", "during").build())  # while the lease runs out
+    wait_for(lambda: second.manager.workers_started, timeout=20, what="the rival leads")
+    acquired = min(
+        at
+        for at, info, code in second.proxy.stats.answered
+        if info.resource == "leases" and info.verb in ("create", "update") and code < 300
+    )
+    cluster.create_job(minimal_job("PyTorchJob", "after").build())
+    for name in ("during", "after"):
+        cluster.wait_condition("PyTorchJob", name, "Succeeded")
+    late_writes = [
+        (info.verb, info.resource, info.name)
+        for at, info, _ in first.proxy.stats.answered
+        if at > acquired and info.verb not in ("get", "list", "watch") and info.resource != "leases"
+    ]
+    assert late_writes == []
+    wait_for(lambda: first.exit_code == 1, timeout=10, what="the stalled leader exits with 1")
+    assert lease(cluster)["spec"]["holderIdentity"] == second.manager.identity
+    assert sum(cluster.pod_adds.values()) == 4  # two jobs, two pods each, none twice
+
+
 def _slow_lease() -> Any:
     from trainop_core.operator.options import LeaseTimings
 

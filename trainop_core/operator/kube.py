@@ -15,7 +15,7 @@ import json
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +121,13 @@ def load_api_client(kubeconfig: str = "") -> Connection:
     return load_connection(kubeconfig)
 
 
+def as_connection(api_client: Connection | Any) -> Connection:
+    """A Connection as it is, or a ``kubernetes.client.ApiClient``'s settings adopted as one."""
+    if isinstance(api_client, Connection):
+        return api_client
+    return Connection.from_api_client(api_client)
+
+
 class KubeClient:
     """Thread-safe raw JSON client; one per process, shared by every informer and controller."""
 
@@ -131,16 +138,21 @@ class KubeClient:
         burst: int = 30,
         metrics: OperatorMetrics | None = None,
         stop: threading.Event | None = None,
+        *,
+        bucket: TokenBucket | None = None,
+        retries: int = MAX_RETRIES,
+        may_write: Callable[[], bool] | None = None,
     ) -> None:
-        """`api_client`: a Connection, or a ``kubernetes.client.ApiClient`` to adopt."""
-        self.api = (
-            api_client
-            if isinstance(api_client, Connection)
-            else Connection.from_api_client(api_client)
-        )
-        self.bucket = TokenBucket(qps, burst)
+        """`api_client`: a Connection, or a ``kubernetes.client.ApiClient`` to adopt. `bucket`:
+        another client's, to share its limit (default: one of `qps` and `burst`). `retries`: how
+        often a Retry-After answer is waited out and sent again. `may_write`: asked before
+        every write (anything but GET); False refuses it (the lease is not surely held)."""
+        self.api = as_connection(api_client)
+        self.bucket = bucket or TokenBucket(qps, burst)
         self.metrics = metrics
         self.stop = stop
+        self.retries = retries
+        self.may_write = may_write
         self._fenced = False
 
     def fence(self) -> None:
@@ -193,8 +205,8 @@ class KubeClient:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": JSON, "Content-Type": content_type}
         target = _target(path, query)
-        for attempt in range(MAX_RETRIES + 1):
-            self._admit()
+        for attempt in range(self.retries + 1):
+            self._admit(method)
             try:
                 status, answer_headers, raw = self.api.request(
                     method, target, data, headers, timeout
@@ -208,7 +220,7 @@ class KubeClient:
                 return decoded
             error = ApiError.from_answer(status, raw)
             seconds = _retry_after(status, answer_headers.get("Retry-After"))
-            if seconds is None or attempt == MAX_RETRIES or (self.stop and self.stop.is_set()):
+            if seconds is None or attempt == self.retries or (self.stop and self.stop.is_set()):
                 raise error
             if self.stop is not None:
                 self.stop.wait(seconds)
@@ -231,10 +243,13 @@ class KubeClient:
             raise ApiError.from_answer(stream.status, stream.read_all())
         return stream, stream.lines()
 
-    def _admit(self) -> None:
+    def _admit(self, method: str = "GET") -> None:
         if self._fenced:
             raise ApiError(0, "Fenced", "this process lost its lease")
         self.bucket.wait(self.stop)
+        # After the token wait, which can be long: the lease may have run out meanwhile.
+        if method != "GET" and self.may_write is not None and not self.may_write():
+            raise ApiError(0, "Fenced", "this process does not hold its lease: no write goes out")
 
     def _count(self, verb: str, code: str) -> None:
         if self.metrics:
