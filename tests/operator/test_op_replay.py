@@ -87,3 +87,21 @@ def test_pod_creates_whose_answers_are_lost_are_looked_up_and_the_job_runs(
         what="a SuccessfulCreatePod event for each pod",
     )
     assert [e for e in cluster.events("lost") if e.reason.startswith("FailedCreate")] == []
+
+
+def test_pod_deletes_whose_answers_are_lost_are_looked_up_not_sent_again(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """cleanPodPolicy All deletes every pod of the finished job; each delete's answer is lost:
+    each pod is deleted with one request, and no error is reported."""
+    lost = cluster.proxy.lose("delete", "pods", count=3)
+    cluster.rule("*", run_seconds=0.2)
+    op = run_operator()
+    job = minimal_job("PyTorchJob", "gone").workers(2).run_policy(cleanPodPolicy="All")
+    cluster.create_job(job.build())
+    cluster.wait_condition("PyTorchJob", "gone", "Succeeded")
+    wait_for(lambda: cluster.pods("gone") == [], what="the finished job's pods deleted")
+    assert lost.applied == 3
+    assert cluster.proxy.stats.requests[("delete", "pods")] == 3
+    assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0
+    assert [e for e in cluster.events("gone") if e.reason.startswith("FailedDelete")] == []

@@ -9,8 +9,9 @@ Children are written several at a time when the applier has a writer pool (the m
 Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
 that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
 create). AlreadyExists means our cache is behind: it is not an error, the job is simply requeued.
-A create whose answer was lost (the client never sends a write twice) is looked up by name: there
-and controlled by the job, it happened; an object the job does not control is AlreadyExists.
+A create or delete whose answer was lost (the client never sends a write twice) is looked up by
+name: a created object the job controls, or one being deleted, means the call happened; an object
+the job does not control is AlreadyExists, one that is gone NotFound.
 """
 
 from __future__ import annotations
@@ -185,17 +186,19 @@ class Applier:
         def delete(name: str) -> None:
             try:
                 self.client.delete(res, ns, name)
-                self.record(
-                    job,
-                    "Normal",
-                    f"SuccessfulDelete{res.kind}",
-                    f"Deleted {res.kind.lower()}: {name}",
-                )
             except ApiError as exc:
-                self.expectations.observed_deletion(key)  # no event will come for this one
-                if not exc.not_found:
-                    out.errors.append(f"delete {res.kind} {name}: {exc}")
-                    self.record(job, "Warning", f"FailedDelete{res.kind}", f"Error deleting: {exc}")
+                error = self._deletion_seen(res, ns, name, exc) if exc.answer_lost else exc
+                if error is not None:
+                    self.expectations.observed_deletion(key)  # no event will come for this one
+                    if not error.not_found:
+                        out.errors.append(f"delete {res.kind} {name}: {error}")
+                        self.record(
+                            job, "Warning", f"FailedDelete{res.kind}", f"Error deleting: {error}"
+                        )
+                    return
+            self.record(
+                job, "Normal", f"SuccessfulDelete{res.kind}", f"Deleted {res.kind.lower()}: {name}"
+            )
 
         self._each(delete, names)
 
@@ -225,6 +228,15 @@ class Applier:
             )
 
         self._each(create, objs)
+
+    def _deletion_seen(self, res: Resource, ns: str, name: str, lost: ApiError) -> ApiError | None:
+        """What a delete whose answer was `lost` did (it is never sent twice): None when the
+        object is being deleted, as if answered; a 404 when it is gone; else `lost`."""
+        try:
+            found = self.client.get(res, ns, name)
+        except ApiError as exc:
+            return exc if exc.not_found else lost
+        return None if found.get("metadata", {}).get("deletionTimestamp") else lost
 
     def _look_up(self, res: Resource, ns: str, name: str) -> Obj | None:
         """The object a create whose answer was lost was to make, if it is there (the create
