@@ -105,3 +105,17 @@ def test_pod_deletes_whose_answers_are_lost_are_looked_up_not_sent_again(
     assert cluster.proxy.stats.requests[("delete", "pods")] == 3
     assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0
     assert [e for e in cluster.events("gone") if e.reason.startswith("FailedDelete")] == []
+
+
+def test_status_writes_whose_answers_are_lost_are_read_back_not_errors(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """The job's status PUT (guarded by its resourceVersion) may or may not have happened: the
+    job is read from the server and planned again, not counted as a failed reconcile."""
+    lost = cluster.proxy.lose("update", "pytorchjobs/status", count=2)
+    cluster.rule("*", run_seconds=0.2)
+    op = run_operator()
+    cluster.create_job(minimal_job("PyTorchJob", "status").workers(2).build())
+    cluster.wait_condition("PyTorchJob", "status", "Succeeded")
+    assert lost.applied == 2
+    assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0

@@ -45,7 +45,8 @@ METRIC_COUNTERS = {
 
 
 class StatusConflict(Exception):
-    """The status write lost an optimistic-concurrency race: re-read and re-plan."""
+    """The status write lost an optimistic-concurrency race, or its answer was lost (it may or
+    may not have happened): re-read and re-plan."""
 
 
 @dataclass
@@ -58,11 +59,12 @@ class Outcome:
 
 @contextmanager
 def _conflict_means_replan() -> Iterator[None]:
-    """A write to the job that lost an optimistic-concurrency race becomes StatusConflict."""
+    """A write to the job that lost an optimistic-concurrency race, or whose answer was lost,
+    becomes StatusConflict: the job is read again from the server before the next plan."""
     try:
         yield
     except ApiError as exc:
-        if exc.conflict:
+        if exc.conflict or exc.answer_lost:
             raise StatusConflict(str(exc)) from exc
         raise
 
