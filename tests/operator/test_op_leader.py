@@ -6,7 +6,9 @@ network (a partition) while the other keeps its connection.
 
 from __future__ import annotations
 
+import copy
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +17,10 @@ import pytest
 from builders import minimal_job
 from opkit import Cluster, RunningOperator, operator_process, wait_for
 
-from trainop_core.operator.options import DEFAULT_LEADER_ELECTION_ID
+from trainop_core.operator.kube import ApiError
+from trainop_core.operator.leader import LeaderElector
+from trainop_core.operator.options import DEFAULT_LEADER_ELECTION_ID, LeaseTimings
+from trainop_core.testing.faultproxy import FaultProxy
 
 Start = Callable[..., RunningOperator]
 LEASE = {"leader_elect": True}  # the Lease lives in the operator's namespace
@@ -74,9 +79,97 @@ def test_a_clean_shutdown_releases_the_lease_for_an_immediate_successor(
     assert lease(cluster)["spec"]["holderIdentity"] == second.manager.identity
 
 
-def _slow_lease() -> Any:
-    from trainop_core.operator.options import LeaseTimings
+STALLS: dict[str, Callable[[FaultProxy], object]] = {
+    # an overloaded server's priority and fairness (the old client waited out 10 x 5 s)
+    "answered 429 with a long Retry-After": (
+        lambda p: p.fail("*", "leases", code=429, count=None, retry_after=5)
+    ),
+    "left unanswered on a half-open connection": lambda p: p.hang("*", "leases", count=None),
+}
 
+
+@pytest.mark.parametrize("stall", STALLS.values(), ids=STALLS.keys())
+def test_a_leader_whose_renewals_stall_writes_nothing_once_a_rival_can_have_the_lease(
+    cluster: Cluster, run_operator: Start, stall: Callable[[FaultProxy], object]
+) -> None:
+    """The leader's lease requests stall: the rival takes the lease after a lease duration, and
+    from then on not one write of the stalled leader reaches the server (pods, services, status,
+    events), while the rival runs every job."""
+    cluster.rule("*", run_seconds=0.2)
+    first = run_operator(**LEASE).wait_started()
+    second = run_operator(**LEASE, proxy=cluster.new_proxy())
+    wait_for(second.manager.caches_synced, what="standby caches warm")
+    stall(first.proxy)
+    cluster.create_job(minimal_job("PyTorchJob", "during").build())  # while the lease runs out
+    wait_for(lambda: second.manager.workers_started, timeout=20, what="the rival leads")
+    acquired = min(
+        at
+        for at, info, code in second.proxy.stats.answered
+        if info.resource == "leases" and info.verb in ("create", "update") and code < 300
+    )
+    cluster.create_job(minimal_job("PyTorchJob", "after").build())
+    for name in ("during", "after"):
+        cluster.wait_condition("PyTorchJob", name, "Succeeded")
+    late_writes = [
+        (info.verb, info.resource, info.name)
+        for at, info, _ in first.proxy.stats.answered
+        if at > acquired and info.verb not in ("get", "list", "watch") and info.resource != "leases"
+    ]
+    assert late_writes == []
+    wait_for(lambda: first.exit_code == 1, timeout=10, what="the stalled leader exits with 1")
+    assert lease(cluster)["spec"]["holderIdentity"] == second.manager.identity
+    assert sum(cluster.pod_adds.values()) == 4  # two jobs, two pods each, none twice
+
+
+class StuckStore:
+    """A Lease in memory whose reads block while `stuck` is set (a renewal stuck in I/O)."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.stuck, self.blocked, self.freed = (
+            threading.Event(),
+            threading.Event(),
+            threading.Event(),
+        )
+
+    def get(self) -> dict[str, Any]:
+        if self.stuck.is_set():
+            self.blocked.set()
+            self.freed.wait(10)
+            raise ApiError(0, "TransportError", "timed out")
+        if self.lease is None:
+            raise ApiError(404, "NotFound")
+        return copy.deepcopy(self.lease)
+
+    def create(self, lease: dict[str, Any]) -> dict[str, Any]:
+        self.lease = copy.deepcopy(lease)
+        return lease
+
+    update = create
+
+
+def test_the_lease_stops_being_held_at_the_renew_deadline_even_while_the_renewal_is_stuck() -> None:
+    now = [100.0]
+    store = StuckStore()
+    timings = LeaseTimings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.01)
+    elector = LeaderElector(store, "lease", "me", timings=timings, clock=lambda: now[0])
+    stop, started = threading.Event(), threading.Event()
+    result: list[bool] = []
+    thread = threading.Thread(target=lambda: result.append(elector.run(stop, started.set)))
+    thread.start()
+    started.wait(10)
+    store.stuck.set()  # the attempt that starts now hangs
+    store.blocked.wait(10)
+    now[0] = 101.99  # 1.99 s after the last renewal started (at 100)
+    assert elector.holds_lease()
+    now[0] = 102.0  # the renew deadline: a rival may take the lease 1 s from now
+    assert elector.is_leader and not elector.holds_lease()  # fenced, the renewal still stuck
+    store.freed.set()
+    thread.join(10)
+    assert result == [True]  # leadership lost, and said so
+
+
+def _slow_lease() -> Any:
     return LeaseTimings(15.0, 10.0, 0.2)
 
 

@@ -267,6 +267,20 @@ def test_configurations_applied_after_the_operator_get_their_ca_bundle_at_once(
         assert "is not a valid DNS label" in done.stderr
 
 
+def test_a_lost_answer_to_the_secrets_creation_is_looked_up_not_sent_again(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """The server made the Secret, its answer was lost: the operator reads what it made (the
+    create is never resent: the server may have applied it) and serves its certificate."""
+    lost = cluster.proxy.lose("create", "secrets")
+    port = free_port()
+    with registered(cluster.control_plane, cluster.namespace, port) as names:
+        op = run_operator(webhook=webhook_options(cluster, names, port))
+        wait_for(lambda: op.get("/readyz")[0] == 200, what="/readyz")
+    assert lost.applied == 1
+    assert cluster.proxy.stats.requests[("create", "secrets")] == 1
+
+
 def test_two_replicas_serve_the_one_certificate_of_the_secret(
     cluster: Cluster, run_operator: Start
 ) -> None:

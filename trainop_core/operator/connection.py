@@ -16,6 +16,13 @@ cluster with any other key (an ``exec`` or ``auth-provider`` plugin, basic auth,
 instead (imported only then), whose token hook is then asked for the credentials of every request.
 :meth:`Connection.from_api_client` adopts a ready ``kubernetes.client.ApiClient`` (tests inject
 one) the same way.
+
+A request is sent again only when that cannot apply a write twice, as Go's ``net/http`` decides
+for client-go: a kept-alive connection is checked before it is used (an idle connection the
+server has closed reads as ready, and then a fresh one is opened, nothing having been sent), and
+only GET, HEAD and OPTIONS are resent after a connection broke with the request sent and no
+answer back. Any other failure after sending raises :class:`TransportError` with ``sent`` set:
+the server may have acted, and only the caller can find out (a create looks the object up).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import base64
 import contextlib
 import http.client
 import os
+import select
 import socket
 import ssl
 import tempfile
@@ -55,8 +63,19 @@ OWN_CLUSTER_KEYS = frozenset(
 )  # fmt: skip
 
 
+#: Sent again after a connection broke with no answer: they change nothing on the server (Go's
+#: net/http replays only these; PUT and DELETE are idempotent in theory, but a replayed guarded
+#: PUT answers 409 and a replayed DELETE 404, a lie about what happened).
+REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 class TransportError(Exception):
-    """No answer at all (connect, TLS, read failed or timed out)."""
+    """No answer at all (connect, TLS, read failed or timed out). `sent`: the request went out,
+    so the server may have acted on it."""
+
+    def __init__(self, message: str, sent: bool = False) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class ConfigError(ValueError):
@@ -131,25 +150,26 @@ class Connection:
         headers: dict[str, str],
         timeout: tuple[float, float],
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """One request on this thread's kept-alive connection: (status, headers, body)."""
+        """One request on this thread's kept-alive connection: (status, headers, body).
+
+        Raises TransportError, with `sent` when the server may have acted on the request."""
         while True:
-            reused = getattr(self._local, "conn", None) is not None
-            conn = self._thread_connection(timeout)
+            conn, reused = self._thread_connection(timeout)
             try:
                 conn.request(method, self._base + path, body, self._headers(headers))
                 resp = conn.getresponse()
             except (http.client.HTTPException, OSError) as exc:
                 self._drop()
-                # A kept-alive connection the server closed while idle, before any answer:
-                # once more, fresh.
-                if not (reused and _retriable(exc)):
-                    raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+                # A kept-alive connection the server closed just as it was used, no answer:
+                # a read once more, fresh; a write cannot be (the server may have applied it).
+                if not (reused and method in REPLAYABLE and _closed(exc)):
+                    raise TransportError(f"{type(exc).__name__}: {exc}", sent=True) from exc
                 continue
             try:
                 return resp.status, resp.headers, resp.read()
             except (http.client.HTTPException, OSError) as exc:  # the body broke off
                 self._drop()
-                raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+                raise TransportError(f"{type(exc).__name__}: {exc}", sent=True) from exc
 
     def stream(self, path: str, headers: dict[str, str], timeout: tuple[float, float]) -> Stream:
         """A streaming GET (a watch) on a connection of its own."""
@@ -170,17 +190,24 @@ class Connection:
         return out
 
     # --- connections -----------------------------------------------------------------------
-    def _thread_connection(self, timeout: tuple[float, float]) -> http.client.HTTPConnection:
+    def _thread_connection(
+        self, timeout: tuple[float, float]
+    ) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection and whether it served a request before. One idle too long,
+        or that the server has closed (seen before anything is sent on it), is opened anew."""
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is not None and time.monotonic() - self._local.used > IDLE_REUSE_SECONDS:
+        if conn is not None and (
+            time.monotonic() - self._local.used > IDLE_REUSE_SECONDS or _stale(conn)
+        ):
             self._drop()
             conn = None
+        reused = conn is not None
         if conn is None:
             conn = self._local.conn = self._new_connection(timeout)
         elif conn.sock is not None:
             conn.sock.settimeout(timeout[1])
         self._local.used = time.monotonic()
-        return conn
+        return conn, reused
 
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -389,6 +416,25 @@ def _tls_context(
     return context
 
 
-def _retriable(exc: BaseException) -> bool:
+def _closed(exc: BaseException) -> bool:
+    """The server closed the connection (rather than timing out or refusing the TLS)."""
     closed = http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError
     return isinstance(exc, closed | ssl.SSLEOFError | ssl.SSLZeroReturnError)
+
+
+def _stale(conn: http.client.HTTPConnection) -> bool:
+    """Has the server closed this idle kept-alive connection? An HTTP/1.1 server sends nothing on
+    an idle connection unless it is closing it (end of stream, a reset, at most a 408 first), so
+    a connection with anything to read is stale. Go's transport notices the same from a read it
+    keeps posted on every idle connection."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True

@@ -9,6 +9,9 @@ Children are written several at a time when the applier has a writer pool (the m
 Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
 that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
 create). AlreadyExists means our cache is behind: it is not an error, the job is simply requeued.
+A create or delete whose answer was lost (the client never sends a write twice) is looked up by
+name: a created object the job controls, or one being deleted, means the call happened; an object
+the job does not control is AlreadyExists, one that is gone NotFound.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.kube import PODS, SERVICES, ApiError, KubeClient, Obj, Resource
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.objects import ObjectWriter
+from trainop_core.operator.observe import controller_ref
 from trainop_core.operator.recorder import EventRecorder
 from trainop_core.planner.types import Plan
 
@@ -41,7 +45,8 @@ METRIC_COUNTERS = {
 
 
 class StatusConflict(Exception):
-    """The status write lost an optimistic-concurrency race: re-read and re-plan."""
+    """The status write lost an optimistic-concurrency race, or its answer was lost (it may or
+    may not have happened): re-read and re-plan."""
 
 
 @dataclass
@@ -54,11 +59,12 @@ class Outcome:
 
 @contextmanager
 def _conflict_means_replan() -> Iterator[None]:
-    """A write to the job that lost an optimistic-concurrency race becomes StatusConflict."""
+    """A write to the job that lost an optimistic-concurrency race, or whose answer was lost,
+    becomes StatusConflict: the job is read again from the server before the next plan."""
     try:
         yield
     except ApiError as exc:
-        if exc.conflict:
+        if exc.conflict or exc.answer_lost:
             raise StatusConflict(str(exc)) from exc
         raise
 
@@ -182,17 +188,19 @@ class Applier:
         def delete(name: str) -> None:
             try:
                 self.client.delete(res, ns, name)
-                self.record(
-                    job,
-                    "Normal",
-                    f"SuccessfulDelete{res.kind}",
-                    f"Deleted {res.kind.lower()}: {name}",
-                )
             except ApiError as exc:
-                self.expectations.observed_deletion(key)  # no event will come for this one
-                if not exc.not_found:
-                    out.errors.append(f"delete {res.kind} {name}: {exc}")
-                    self.record(job, "Warning", f"FailedDelete{res.kind}", f"Error deleting: {exc}")
+                error = self._deletion_seen(res, ns, name, exc) if exc.answer_lost else exc
+                if error is not None:
+                    self.expectations.observed_deletion(key)  # no event will come for this one
+                    if not error.not_found:
+                        out.errors.append(f"delete {res.kind} {name}: {error}")
+                        self.record(
+                            job, "Warning", f"FailedDelete{res.kind}", f"Error deleting: {error}"
+                        )
+                    return
+            self.record(
+                job, "Normal", f"SuccessfulDelete{res.kind}", f"Deleted {res.kind.lower()}: {name}"
+            )
 
         self._each(delete, names)
 
@@ -204,23 +212,42 @@ class Applier:
 
         def create(obj: Obj) -> None:
             name = obj.get("metadata", {}).get("name", "")
+            obj_ns = obj.get("metadata", {}).get("namespace") or ns
             try:
-                self.client.create(res, obj.get("metadata", {}).get("namespace") or ns, obj)
-                self.record(
-                    job,
-                    "Normal",
-                    f"SuccessfulCreate{res.kind}",
-                    f"Created {res.kind.lower()}: {name}",
-                )
+                self.client.create(res, obj_ns, obj)
             except ApiError as exc:
-                self.expectations.observed_creation(key)
-                if exc.already_exists:
-                    out.cache_stale = True
+                found = self._look_up(res, obj_ns, name) if exc.answer_lost else None
+                if found is None or not _controlled_by(found, job):
+                    self.expectations.observed_creation(key)  # no event will come for it
+                    if exc.already_exists or found is not None:
+                        out.cache_stale = True
+                        return
+                    out.errors.append(f"create {res.kind} {name}: {exc}")
+                    self.record(job, "Warning", f"FailedCreate{res.kind}", f"Error creating: {exc}")
                     return
-                out.errors.append(f"create {res.kind} {name}: {exc}")
-                self.record(job, "Warning", f"FailedCreate{res.kind}", f"Error creating: {exc}")
+            self.record(
+                job, "Normal", f"SuccessfulCreate{res.kind}", f"Created {res.kind.lower()}: {name}"
+            )
 
         self._each(create, objs)
+
+    def _deletion_seen(self, res: Resource, ns: str, name: str, lost: ApiError) -> ApiError | None:
+        """What a delete whose answer was `lost` did (it is never sent twice): None when the
+        object is being deleted, as if answered; a 404 when it is gone; else `lost`."""
+        try:
+            found = self.client.get(res, ns, name)
+        except ApiError as exc:
+            return exc if exc.not_found else lost
+        return None if found.get("metadata", {}).get("deletionTimestamp") else lost
+
+    def _look_up(self, res: Resource, ns: str, name: str) -> Obj | None:
+        """The object a create whose answer was lost was to make, if it is there (the create
+        is never sent twice: the server may have applied it)."""
+        try:
+            return self.client.get(res, ns, name)
+        except ApiError as exc:
+            log.info("%s %s/%s: create unanswered, and not found: %s", res.kind, ns, name, exc)
+            return None
 
     def _each(self, call: Callable[[T], None], items: list[T]) -> None:
         """`call` for every item, on the writer pool (several at once) when there is one; returns
@@ -246,7 +273,7 @@ class Applier:
             elif plan.pod_group is not None and current is not None:
                 self._update_pod_group(ns, name, plan.pod_group, current)
         except ApiError as exc:
-            if exc.already_exists or exc.not_found:
+            if exc.already_exists or exc.not_found or exc.answer_lost:  # look again soon
                 out.cache_stale = True
             else:
                 out.errors.append(f"PodGroup {name}: {exc}")
@@ -319,3 +346,7 @@ class Applier:
             attr = METRIC_COUNTERS.get(name)
             if attr is not None and attr != "jobs_deleted":  # counted when the DELETE succeeds
                 getattr(self.metrics, attr).inc(**labels)
+
+
+def _controlled_by(obj: Obj, job: Obj) -> bool:
+    return bool((controller_ref(obj) or {}).get("uid") == job["metadata"].get("uid"))

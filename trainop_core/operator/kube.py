@@ -4,7 +4,9 @@ Objects stay plain dicts (`json.loads`): the official client's model deserialisa
 per pod, about 70x `json.loads`, and importing it ~55 MiB. Every request first takes a token from
 the client-side bucket (`--kube-api-qps`/`--kube-api-burst`) and is counted in
 `rest_client_requests_total{verb,code}`. A 429 (or 5xx) with Retry-After, which the API server's
-priority and fairness sends an overloaded client, is waited out and sent again, as client-go does.
+priority and fairness sends an overloaded client, is waited out and sent again, as client-go does
+(the server did not act on it). A write whose answer was lost is not sent again: ApiError says
+`answer_lost`, and the caller finds out whether it happened.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,10 +78,15 @@ OBJECT_RESOURCES = {r.kind: r for r in (CONFIG_MAPS, SERVICE_ACCOUNTS, ROLES, RO
 class ApiError(Exception):
     """A non-2xx answer (status 0: no answer at all). `reason` is the Status reason."""
 
-    def __init__(self, status: int, reason: str = "", message: str = "") -> None:
+    def __init__(
+        self, status: int, reason: str = "", message: str = "", *, answer_lost: bool = False
+    ) -> None:
         self.status = status
         self.reason = reason
         self.message = message
+        # The request went out and no (whole) answer came back: the server may have acted on
+        # it. A write is never sent again by the connection; its caller looks for what it wrote.
+        self.answer_lost = answer_lost
         super().__init__(f"{status} {reason}: {message}".strip())
 
     @property
@@ -115,6 +122,13 @@ def load_api_client(kubeconfig: str = "") -> Connection:
     return load_connection(kubeconfig)
 
 
+def as_connection(api_client: Connection | Any) -> Connection:
+    """A Connection as it is, or a ``kubernetes.client.ApiClient``'s settings adopted as one."""
+    if isinstance(api_client, Connection):
+        return api_client
+    return Connection.from_api_client(api_client)
+
+
 class KubeClient:
     """Thread-safe raw JSON client; one per process, shared by every informer and controller."""
 
@@ -125,16 +139,21 @@ class KubeClient:
         burst: int = 30,
         metrics: OperatorMetrics | None = None,
         stop: threading.Event | None = None,
+        *,
+        bucket: TokenBucket | None = None,
+        retries: int = MAX_RETRIES,
+        may_write: Callable[[], bool] | None = None,
     ) -> None:
-        """`api_client`: a Connection, or a ``kubernetes.client.ApiClient`` to adopt."""
-        self.api = (
-            api_client
-            if isinstance(api_client, Connection)
-            else Connection.from_api_client(api_client)
-        )
-        self.bucket = TokenBucket(qps, burst)
+        """`api_client`: a Connection, or a ``kubernetes.client.ApiClient`` to adopt. `bucket`:
+        another client's, to share its limit (default: one of `qps` and `burst`). `retries`: how
+        often a Retry-After answer is waited out and sent again. `may_write`: asked before
+        every write (anything but GET); False refuses it (the lease is not surely held)."""
+        self.api = as_connection(api_client)
+        self.bucket = bucket or TokenBucket(qps, burst)
         self.metrics = metrics
         self.stop = stop
+        self.retries = retries
+        self.may_write = may_write
         self._fenced = False
 
     def fence(self) -> None:
@@ -187,22 +206,22 @@ class KubeClient:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": JSON, "Content-Type": content_type}
         target = _target(path, query)
-        for attempt in range(MAX_RETRIES + 1):
-            self._admit()
+        for attempt in range(self.retries + 1):
+            self._admit(method)
             try:
                 status, answer_headers, raw = self.api.request(
                     method, target, data, headers, timeout
                 )
             except TransportError as exc:  # no answer, or its body broke off
                 self._count(method, "<error>")
-                raise ApiError(0, "TransportError", str(exc)) from exc
+                raise ApiError(0, "TransportError", str(exc), answer_lost=exc.sent) from exc
             self._count(method, str(status))
             if status < 300:
                 decoded: Obj = json.loads(raw) if raw else {}
                 return decoded
             error = ApiError.from_answer(status, raw)
             seconds = _retry_after(status, answer_headers.get("Retry-After"))
-            if seconds is None or attempt == MAX_RETRIES or (self.stop and self.stop.is_set()):
+            if seconds is None or attempt == self.retries or (self.stop and self.stop.is_set()):
                 raise error
             if self.stop is not None:
                 self.stop.wait(seconds)
@@ -225,10 +244,13 @@ class KubeClient:
             raise ApiError.from_answer(stream.status, stream.read_all())
         return stream, stream.lines()
 
-    def _admit(self) -> None:
+    def _admit(self, method: str = "GET") -> None:
         if self._fenced:
             raise ApiError(0, "Fenced", "this process lost its lease")
         self.bucket.wait(self.stop)
+        # After the token wait, which can be long: the lease may have run out meanwhile.
+        if method != "GET" and self.may_write is not None and not self.may_write():
+            raise ApiError(0, "Fenced", "this process does not hold its lease: no write goes out")
 
     def _count(self, verb: str, code: str) -> None:
         if self.metrics:

@@ -8,6 +8,14 @@ candidates can never both win. The leader renews every retry period; if no renew
 the renew deadline, leadership is lost: `run()` returns True and the manager stops reconciling at
 once and exits non-zero (controller-runtime's behaviour; the Deployment restarts the pod, which
 then competes again). On a clean stop the lease is released so a successor need not wait.
+
+Leadership cannot overlap. `holds_lease()`, which the manager's writers ask before every write, is
+true only until the renew deadline after the start of the last successful renewal: a rival can
+take the lease no sooner than a lease duration after it last saw that renewal, which it read after
+it was written, so this process stops writing (lease duration - renew deadline) earlier, whatever
+its renewal thread is blocked on. Renewals go through a client of their own that waits out no
+Retry-After (a renewal answered late is a renewal failed), and a renewal that finds another holder
+ends leadership at once.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ class LeaseStore(Protocol):
 
 
 class RestLeaseStore:
+    """The Lease through `client`; give it a client of its own that waits out no Retry-After
+    (``retries=0``) and is not paced with the other requests, so a renewal fails in time."""
+
     def __init__(self, client: KubeClient, namespace: str, name: str, timeout: float) -> None:
         self.client, self.namespace, self.name = client, namespace, name
         self.timeout = (timeout, timeout)
@@ -95,11 +106,16 @@ class LeaderElector:
         self._clock = clock
         self._observed: tuple[str, str] = ("", "")  # (holder, renewTime) last seen
         self._observed_at = 0.0
+        self._valid_until = 0.0  # monotonic: the renew deadline after the last renewal started
         self._leading = threading.Event()
 
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
+
+    def holds_lease(self) -> bool:
+        """Leading, and surely still: no rival can have taken the lease yet (thread-safe)."""
+        return self._leading.is_set() and self._clock() < self._valid_until
 
     def run(self, stop: threading.Event, on_started: Callable[[], None]) -> bool:
         """Campaign until leader, call `on_started`, renew; True if leadership was lost."""
@@ -119,21 +135,29 @@ class LeaderElector:
     # --- the two loops -----------------------------------------------------------------------
     def _acquire(self, stop: threading.Event) -> bool:
         while not stop.is_set():
-            if self._try_acquire_or_renew():
+            if self._attempt():
                 return True
             stop.wait(self.timings.retry_period * random.uniform(1.0, 1.2))
         return False
 
     def _renew_until_lost(self, stop: threading.Event) -> bool:
-        last_renew = self._clock()
         while not stop.wait(self.timings.retry_period):
-            if self._try_acquire_or_renew():
-                last_renew = self._clock()
-            elif self._clock() - last_renew > self.timings.renew_deadline:
-                return True
+            if self._attempt():
+                continue
+            if self._clock() >= self._valid_until or self._observed[0] not in ("", self.identity):
+                return True  # out of time, or another candidate holds it already
         return False
 
     # --- one attempt -------------------------------------------------------------------------
+    def _attempt(self) -> bool:
+        """One acquire-or-renew; on success the lease is ours until the renew deadline after
+        the moment it was tried (before the write that the rivals will see)."""
+        started = self._clock()
+        if not self._try_acquire_or_renew():
+            return False
+        self._valid_until = started + self.timings.renew_deadline
+        return True
+
     def _try_acquire_or_renew(self) -> bool:
         try:
             lease = self.store.get()

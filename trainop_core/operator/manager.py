@@ -9,7 +9,10 @@ leader or not; /readyz is false until they serve with a certificate) -> start th
 start the workers -> block until `shutdown()` or a signal, or until the Lease is lost. Losing
 the Lease fences the client (no further request leaves the process), stops the workers at once
 and makes `run()` return 1, so the process exits as controller-runtime's does and Kubernetes
-restarts it.
+restarts it. Before that, every write of the reconcilers, their status updates and their events
+asks the elector whether the lease is surely still held (`LeaderElector.holds_lease`), so none
+goes out once a rival could have taken it, even while the renewal is stuck; the webhooks' own
+writes (their certificate), which every replica makes, do not.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from trainop_core.kinds.base import Kind
 from trainop_core.kinds.mpi import KUBECTL_IMAGE_OPTION
 from trainop_core.kinds.pytorch import INIT_IMAGE_OPTION, INIT_TRIES_OPTION
 from trainop_core.kinds.table import KindRegistry, build_registry
+from trainop_core.operator.connection import Connection
 from trainop_core.operator.controller import Caches, JobController
 from trainop_core.operator.decorating import operator_decorators
 from trainop_core.operator.effects import Applier, expectation_keys
@@ -40,6 +44,7 @@ from trainop_core.operator.kube import (
     KubeClient,
     Obj,
     Resource,
+    as_connection,
     load_api_client,
 )
 from trainop_core.operator.leader import LeaderElector, RestLeaseStore, new_identity
@@ -145,24 +150,30 @@ class Manager:
         self.registry = (registry or build_registry()).select(options.enable_schemes)
         self.metrics = OperatorMetrics()
         self.stop = threading.Event()
-        api = api_client or load_api_client(options.kubeconfig)
+        api = as_connection(api_client or load_api_client(options.kubeconfig))
+        self.identity = new_identity()
+        self.elector = self._build_elector(api)
+        may_write = self.elector.holds_lease if self.elector is not None else None
         self.client = KubeClient(
-            api, options.kube_api_qps, options.kube_api_burst, self.metrics, self.stop
+            api,
+            options.kube_api_qps,
+            options.kube_api_burst,
+            self.metrics,
+            self.stop,
+            may_write=may_write,
         )
         self.expectations = Expectations()
         # Events go out asynchronously through their own client, on the spare tokens of the one
         # bucket: --kube-api-qps bounds every request of the process, as upstream's does.
-        events_client = KubeClient(api, -1, 1, self.metrics, self.stop)
-        self.recorder = EventRecorder(events_client, bucket=self.client.bucket)
+        self.events_client = KubeClient(api, -1, 1, self.metrics, self.stop, may_write=may_write)
+        self.recorder = EventRecorder(self.events_client, bucket=self.client.bucket)
         self.writers = ThreadPoolExecutor(WRITER_THREADS, thread_name_prefix="writer")
-        self.identity = new_identity()
         config = decorators or load_decorator_config(options.decorators or None)
         self.decorators = operator_decorators(config, self.client, self.metrics)
         self.pod_group_resource = pod_group_resource(options.gang_scheduler_name)
         self.informers: dict[str, Informer] = {}
         self.controllers: dict[str, JobController] = {}
         self._build_controllers()
-        self.elector = self._build_elector()
         self._workers_started = threading.Event()
         self.lost_leadership = False
         self.webhooks = self._build_webhooks()
@@ -254,12 +265,14 @@ class Manager:
         jobs.add_handler(_JobHandler(controller))
         return controller
 
-    def _build_elector(self) -> LeaderElector | None:
+    def _build_elector(self, api: Connection) -> LeaderElector | None:
         if not self.options.leader_elect:
             return None
         timings = self.options.lease
+        # Its own client: not paced behind the reconcilers, no Retry-After waited out.
+        lease_client = KubeClient(api, -1, 1, self.metrics, self.stop, retries=0)
         store = RestLeaseStore(
-            self.client,
+            lease_client,
             self.options.lease_namespace(),
             self.options.leader_election_id,
             timings.renew_deadline,
@@ -276,7 +289,12 @@ class Manager:
     def _build_webhooks(self) -> Webhooks | None:
         if not self.options.webhook.port:
             return None
-        return Webhooks(self.options.webhook, self.registry, self.client, self.metrics.registry)
+        # Every replica manages the webhook certificate, leading or not: a client without the
+        # lease's fence, on the one bucket.
+        client = KubeClient(
+            self.client.api, -1, 1, self.metrics, self.stop, bucket=self.client.bucket
+        )
+        return Webhooks(self.options.webhook, self.registry, client, self.metrics.registry)
 
     # --- running -------------------------------------------------------------------------------
     def run(self) -> int:
@@ -304,6 +322,7 @@ class Manager:
         self.lost_leadership = self.elector.run(self.stop, self._start_workers)
         if self.lost_leadership:
             self.client.fence()
+            self.events_client.fence()
             return 1
         return 0
 

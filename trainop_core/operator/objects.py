@@ -5,7 +5,8 @@ They are planned every round while a job runs. What was written or found as plan
 remembered per job, so a round whose objects have not changed sends nothing; the memory of a job
 goes when its controller forgets the job. An existing object of the same name that the job does
 not control is an error (event ErrResourceExists, retried with backoff), except a ServiceAccount,
-which pods only name: a user may bring their own (upstream uses it as it is).
+which pods only name: a user may bring their own (upstream uses it as it is). A create whose
+answer was lost is never sent again: the object is looked up as if it had been there before.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class ObjectWriter:
         try:
             self.client.create(res, obj["metadata"]["namespace"], obj)
         except ApiError as exc:
-            if not exc.already_exists:
+            if not (exc.already_exists or exc.answer_lost):  # lost: it may be there, look
                 errors.append(f"create {res.kind} {name}: {exc}")
                 return False
             if not self._take_existing(job, obj, res, errors):

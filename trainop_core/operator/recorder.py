@@ -200,7 +200,12 @@ class EventRecorder:
                         raise
             name = f"{event['involvedObject']['name']}.{time.time_ns():x}"
             body = {**event, "count": count, "metadata": {"name": name, "namespace": namespace}}
-            self.client.create(EVENTS, namespace, body)
+            try:
+                self.client.create(EVENTS, namespace, body)
+            except ApiError as exc:
+                if not exc.answer_lost:
+                    raise
+                # Perhaps written: the next occurrence patches it, and creates it if it is not.
             return name, count
         except ApiError as exc:
             log.info("event %s on %s not recorded: %s", event["reason"], _name(event), exc)

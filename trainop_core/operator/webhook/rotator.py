@@ -134,7 +134,7 @@ class SelfManaged:
         try:
             return self.client.create(SECRETS, self.namespace, body)
         except ApiError as exc:
-            if exc.already_exists:  # another replica was first
+            if exc.already_exists or exc.answer_lost:  # another replica was first, or we were
                 return self.client.get(SECRETS, self.namespace, self.secret)
             raise
 
