@@ -33,11 +33,19 @@ class _Placeholder:
         return True
 
 
+def _head_total_memory() -> float:
+    [head] = [n for n in ray.nodes() if n["Alive"] and HEAD in n["Resources"]]
+    return float(head["Resources"].get("memory", 0))
+
+
 def test_each_supervisor_reserves_its_memory_on_the_head_node(
     client: TrainingClient, tag: str, tmp_path: Path
 ) -> None:
+    """Measured from a head with nothing reserved: earlier tests' supervisors, given back a
+    report period after their jobs were deleted, would otherwise move the figure meanwhile."""
     gate = tmp_path / "gate"
     wait = py(f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.1)")
+    until(lambda: _head_free_memory() == _head_total_memory(), what="nothing reserved on the head")
     before = _head_free_memory()
     client.create(tagged(make_job("TFJob", "reserving").workers(1, command=wait), tag))
     # Ray's view of the node's resources lags the actor's placement by a report period.
