@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from trainop_core.operator.connection import Connection, Stream, TransportError, load_connection
+from trainop_core.operator.connection import Connection, Stream, TransportError
+from trainop_core.operator.kubeconfig import load_connection
 from trainop_core.operator.liveness import CONNECT_TIMEOUT, REQUEST_READ_TIMEOUT
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.ratelimit import TokenBucket
