@@ -304,6 +304,18 @@ class _TLSConnection(http.client.HTTPSConnection):
         self.sock = self.tls.wrap_socket(self.sock, server_hostname=self._server_name)
 
 
+def target(path: str, query: dict[str, Any] | None) -> str:
+    """`path` with `query` encoded (None and "" left out, booleans as true/false)."""
+    pairs = [(k, _query_value(v)) for k, v in (query or {}).items() if v not in (None, "")]
+    return f"{path}?{urllib.parse.urlencode(pairs)}" if pairs else path
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _send(
     conn: http.client.HTTPConnection,
     method: str,
