@@ -308,3 +308,75 @@ def test_load_connection_reads_the_proxy_environment(
         connection = load_connection("", {"KUBECONFIG": str(path), "HTTPS_PROXY": proxy.url})
         assert list_pods(connection, k8s_namespace)["items"] == []
         assert len(proxy.tunnels) == 1
+
+
+# --- exec plugins giving a client certificate -------------------------------------------------
+def _client_certificate(ca_cert_pem: bytes, ca_key_pem: bytes, user: str) -> tuple[bytes, bytes]:
+    """A client certificate for `user` in group system:masters, signed by the given CA."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
+    ca_key = serialization.load_pem_private_key(ca_key_pem, None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.timezone.utc)
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+            x509.NameAttribute(NameOID.COMMON_NAME, user),
+        ]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]  # an EC key, as made above
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+@pytest.fixture(scope="module")
+def cert_plane(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A control plane that also authenticates client certificates of its own client CA."""
+    from trainop_core.operator.webhook.certs import new_ca
+
+    ca = new_ca(dt.timedelta(days=1))
+    ca_file = tmp_path_factory.mktemp("client-ca") / "ca.crt"
+    ca_file.write_bytes(ca.cert_pem)
+    cp = ControlPlane(controller_manager=False, apiserver_flags=[f"--client-ca-file={ca_file}"])
+    with cp:
+        yield cp, ca
+
+
+def test_an_exec_plugin_may_give_a_client_certificate(cert_plane: Any, tmp_path: Path) -> None:
+    cp, ca = cert_plane
+    cert, key = _client_certificate(ca.cert_pem, ca.key_pem, "cert-user")
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {"clientCertificateData": cert.decode(), "clientKeyData": key.decode()},
+    }
+    (tmp_path / "credential.json").write_text(json.dumps(credential))
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": sys.executable,
+        "args": ["-c", f"print(open({str(tmp_path / 'credential.json')!r}).read())"],
+    }
+    client = KubeClient(connect(tmp_path, kubeconfig(cp, {"exec": plugin})), qps=-1)
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    answer = client.request(
+        "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review
+    )
+    assert answer["status"]["userInfo"]["username"] == "cert-user"
