@@ -135,10 +135,10 @@ REFUSED = [
         id="an unknown exec key",
     ),
     pytest.param(
-        {"exec": {**PLUGIN, "command": "/nonexistent/plugin"}},
+        {"exec": {**PLUGIN, "command": "/nonexistent/plugin", "installHint": "apt install it"}},
         {},
         {},
-        r"users\[u\]\.exec\.command '/nonexistent/plugin' cannot run",
+        r"users\[u\]\.exec\.command '/nonexistent/plugin' cannot run: .* \(apt install it\)",
         id="an exec plugin that is not there",
     ),
     pytest.param(

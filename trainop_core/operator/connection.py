@@ -353,9 +353,12 @@ class Stream:
             for line in self.resp:
                 if line.strip():
                     yield line
-        except (http.client.HTTPException, OSError, ValueError) as exc:
-            if not self.closed:  # closed by another thread: any failure is just the end
+        except Exception as exc:
+            if self.closed:  # closed by another thread: http.client may fail in any way (even
+                return  # an AttributeError on the file it just closed): it is just the end
+            if isinstance(exc, http.client.HTTPException | OSError | ValueError):
                 raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+            raise
         finally:
             self.close()
 

@@ -71,6 +71,7 @@ class ExecCredentials:
             raise ConfigError(f"{where}.{key} is not an exec plugin setting the operator knows")
         self.api_version = _api_version(plugin, where)
         self.argv = [_command(plugin, where, base), *_strings(plugin, "args", where)]
+        self.install_hint = str(plugin.get("installHint") or "")
         self.env = {**os.environ, **_env(plugin, where)}
         spec: dict[str, Any] = {"interactive": False}
         if plugin.get("provideClusterInfo") and cluster is not None:
@@ -126,7 +127,10 @@ class ExecCredentials:
                 timeout=RUN_TIMEOUT, check=False,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ConfigError(f"{self.where}.command {self.argv[0]!r} cannot run: {exc}") from exc
+            hint = f" ({self.install_hint.strip()})" if self.install_hint else ""
+            raise ConfigError(
+                f"{self.where}.command {self.argv[0]!r} cannot run: {exc}{hint}"
+            ) from exc
         if done.returncode != 0:
             said = done.stderr.decode(errors="replace").strip()[-500:]
             raise ConfigError(
