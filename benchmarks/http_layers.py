@@ -6,11 +6,15 @@ kube-apiserver: the figures behind keeping `trainop_core/operator/connection.py`
 Issue 24 asks whether a maintained client (httpx, with HTTP/2 through h2; lightkube and kr8s are
 Kubernetes clients on httpx) should replace the home-made one. This prints, per layer:
 
-* import: the median wall time of `--runs` fresh interpreters importing it, less an empty one's,
-  and the resident memory it adds (VmRSS after the import, less an empty interpreter's);
+* import: the median wall time of `--runs` fresh interpreters importing it, and the resident
+  memory it adds (VmRSS after the import, less before it). `Connection` itself needs only
+  http.client and ssl; importing its module also imports the `trainop_core` package (its job
+  models), which the operator loads anyway;
 * CPU per request: the process CPU time (user + system) of `--requests` GETs of one small object
   on one kept-alive connection, as the operator sends most of its requests (single pods, leases,
-  status writes' answers are of that size), and of a 100-item list, divided by the count.
+  status writes' answers are of that size), and of a 100-item list, divided by the count; the
+  layers take turns over `--rounds` rounds and the median round is printed (the machine may be
+  shared).
 
 Layers: the operator's `Connection` (http.client), `httpx.Client` over HTTP/1.1, `httpx.Client`
 with ``http2=True`` (only when h2 is installed), and `kubernetes.client.ApiClient.call_api`
@@ -36,8 +40,10 @@ REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "bench-http"
 
 IMPORTS = {
-    "trainop Connection (http.client)": "import trainop_core.operator.connection",
+    "http.client + ssl (Connection's needs)": "import http.client, ssl",
+    "trainop_core.operator.connection": "import trainop_core.operator.connection",
     "httpx": "import httpx",
+    "httpx + h2 (HTTP/2)": "import httpx, h2.connection",
     "kubernetes.client": "import kubernetes.client",
     "lightkube": "import lightkube",
     "kr8s": "import kr8s",
@@ -118,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print("import (fresh interpreter, median of runs):")
     for name, code in IMPORTS.items():
@@ -136,9 +143,16 @@ def main() -> None:
         many = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
         print(f"CPU per request ({args.requests} GETs, one kept-alive connection, TLS):")
         print(f"  {'layer':36} {'one object':>12} {'100-item list':>14}")
-        for name, get in clients(cp).items():
-            small = cpu_per_call(get(one), args.requests)
-            large = cpu_per_call(get(many), max(1, args.requests // 10))
+        layers = clients(cp)
+        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in layers}
+        for _ in range(args.rounds):
+            for name, get in layers.items():
+                small = cpu_per_call(get(one), args.requests)
+                large = cpu_per_call(get(many), max(1, args.requests // 4))
+                figures[name].append((small, large))
+        for name, rounds in figures.items():
+            small = statistics.median(r[0] for r in rounds)
+            large = statistics.median(r[1] for r in rounds)
             print(f"  {name:36} {small * 1e6:9.0f} us {large * 1e6:11.0f} us")
     if importlib.util.find_spec("h2") is None:
         print("httpx HTTP/2 not measured: h2 is not installed (httpx[http2])")
