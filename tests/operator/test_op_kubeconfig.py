@@ -267,6 +267,16 @@ def test_a_kubeconfig_proxy_url_carries_every_request(
         assert proxy.refused == []
 
 
+def test_a_proxy_refusing_the_tunnel_is_named_in_the_error(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    with ConnectProxy({PROXIED_HOST: "127.0.0.1"}, credentials="me:s3cret") as proxy:
+        config = proxied_config(control_plane, **{"proxy-url": proxy.url})  # no credentials
+        message = refusal(connect(tmp_path, config))
+        assert "407" in message and "clusters[c].proxy-url" in message
+        assert proxy.tunnels == []
+
+
 def test_https_proxy_from_the_environment_carries_the_requests(
     control_plane: ControlPlane, k8s_namespace: str, tmp_path: Path
 ) -> None:
