@@ -3,6 +3,7 @@ proxy environment sends around the proxy (Go's NO_PROXY rules). No server needed
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from trainop_core.operator.connection import ConfigError
-from trainop_core.operator.kubeconfig import bypasses_proxy, kubeconfig_connection
+from trainop_core.operator.kubeconfig import bypasses_proxy, kubeconfig_connection, load_connection
 from trainop_core.operator.run import main
 
 PLUGIN = {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}
@@ -186,7 +187,9 @@ def test_merged_kubeconfig_files_the_first_to_name_an_entry_wins(tmp_path: Path)
         )
     )
     second.write_text(yaml.safe_dump(config({"token": "second"})))
-    connection = kubeconfig_connection(first, second, environ={})
+    missing = tmp_path / "missing"  # client-go skips a missing file of the list
+    listed = os.pathsep.join(str(p) for p in (missing, first, second))
+    connection = load_connection("", {"KUBECONFIG": listed})
     assert connection.authorization() == "Bearer first"
     assert connection.server == "https://127.0.0.1:6443"
 

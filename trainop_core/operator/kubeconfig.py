@@ -86,11 +86,11 @@ class _Entry:
 
 def load_connection(kubeconfig: str = "", environ: Environ = os.environ) -> Connection:
     """`--kubeconfig`, else $KUBECONFIG, else in-cluster, else ~/.kube/config."""
-    path = kubeconfig or environ.get("KUBECONFIG", "")
-    if path:
-        files = [Path(p).expanduser() for p in path.split(os.pathsep) if p]
-        if not kubeconfig:  # client-go skips a missing file of $KUBECONFIG's list
-            files = [f for f in files if f.exists()] or files[:1]
+    if kubeconfig:  # one file, as client-go's --kubeconfig
+        return kubeconfig_connection(Path(kubeconfig).expanduser(), environ=environ)
+    listed = [Path(p).expanduser() for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:  # client-go skips a missing file of $KUBECONFIG's list
+        files = [f for f in listed if f.exists()] or listed[:1]
         return kubeconfig_connection(*files, environ=environ)
     if environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(IN_CLUSTER_TOKEN):
         return in_cluster_connection(environ=environ)
