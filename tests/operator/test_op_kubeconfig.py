@@ -267,6 +267,56 @@ def test_a_kubeconfig_proxy_url_carries_every_request(
         assert proxy.refused == []
 
 
+def test_an_https_proxy_url_is_spoken_through_tls_checked_with_the_cluster_ca(
+    control_plane: ControlPlane, k8s_namespace: str, tmp_path: Path
+) -> None:
+    """TLS to the proxy, CONNECT inside, the API server's TLS inside that. As in client-go, the
+    proxy's certificate is checked with the kubeconfig's CA (here a bundle of both CAs)."""
+    import ssl
+
+    from trainop_core.operator.webhook.certs import new_ca, new_serving
+
+    ca = new_ca(dt.timedelta(days=1))
+    serving = new_serving(ca, ["127.0.0.1"], dt.timedelta(days=1))
+    (tmp_path / "proxy.crt").write_bytes(serving.cert_pem)
+    (tmp_path / "proxy.key").write_bytes(serving.key_pem)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(tmp_path / "proxy.crt", tmp_path / "proxy.key")
+    bundle = base64.b64encode(control_plane.ca_file.read_bytes() + ca.cert_pem).decode()
+    with ConnectProxy({PROXIED_HOST: "127.0.0.1"}, tls=tls) as proxy:
+        assert proxy.url.startswith("https://")
+        cluster = {"proxy-url": proxy.url, "certificate-authority-data": bundle}
+        connection = connect(tmp_path, proxied_config(control_plane, **cluster))
+        client = KubeClient(connection, qps=-1)
+        assert client.list(PODS, k8s_namespace)["items"] == []
+        assert client.list(PODS, k8s_namespace)["items"] == []  # the kept-alive tunnel again
+        assert proxy.tunnels == [f"{PROXIED_HOST}:{port_of(control_plane)}"]
+        pods = PODS.path(k8s_namespace)
+        _, lines = client.stream_lines(pods, {"watch": "true", "timeoutSeconds": 1}, (5, 10))
+        assert list(lines) == []  # a watch through the tunnel, ended by the server
+        assert len(proxy.tunnels) == 2
+
+
+def test_an_https_proxy_with_a_certificate_the_cluster_ca_does_not_sign_is_refused(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    import ssl
+
+    from trainop_core.operator.webhook.certs import new_ca, new_serving
+
+    serving = new_serving(new_ca(dt.timedelta(days=1)), ["127.0.0.1"], dt.timedelta(days=1))
+    (tmp_path / "proxy.crt").write_bytes(serving.cert_pem)
+    (tmp_path / "proxy.key").write_bytes(serving.key_pem)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(tmp_path / "proxy.crt", tmp_path / "proxy.key")
+    with ConnectProxy({PROXIED_HOST: "127.0.0.1"}, tls=tls) as proxy:
+        message = refusal(
+            connect(tmp_path, proxied_config(control_plane, **{"proxy-url": proxy.url}))
+        )
+        assert "CERTIFICATE_VERIFY_FAILED" in message and "proxy-url" in message
+        assert proxy.tunnels == []
+
+
 def test_a_proxy_refusing_the_tunnel_is_named_in_the_error(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:

@@ -67,13 +67,6 @@ REFUSED = [
     ),
     pytest.param(
         {"token": "t"},
-        {"proxy-url": "https://proxy:3128"},
-        {},
-        r"clusters\[c\]\.proxy-url 'https://proxy:3128': https:// proxies",
-        id="an https proxy-url",
-    ),
-    pytest.param(
-        {"token": "t"},
         {"server": "https://api.example.com"},
         {"HTTPS_PROXY": "socks5://proxy:1080"},
         r"HTTPS_PROXY 'socks5://proxy:1080': SOCKS",

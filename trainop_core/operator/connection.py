@@ -12,7 +12,8 @@ Where the server, the credentials and the proxy come from (a kubeconfig, in-clus
 environment variables) is `kubeconfig.py`; exec credential plugins are `execcred.py`. A
 :class:`Connection` takes them as they are: a static TLS context or one asked for every new
 connection (an exec plugin's client certificate rotates), an Authorization value asked for every
-request, extra headers (impersonation), an HTTP proxy reached through CONNECT, and a hook that a
+request, extra headers (impersonation), a proxy reached through CONNECT (an https:// one through
+TLS: `proxytls.py`), and a hook that a
 401 answer calls so that credentials that can be renewed are, and the request is sent once more
 (the server did not act on it). :meth:`Connection.from_api_client` adopts a ready
 ``kubernetes.client.ApiClient`` (tests inject one).
@@ -106,6 +107,7 @@ class Proxy:
     port: int
     authorization: str = ""  # Proxy-Authorization, from the proxy URL's user:password
     source: str = "proxy-url"  # where it was configured, for messages
+    tls: bool = False  # an https:// proxy: TLS to the proxy too (`proxytls.py`)
 
     def tunnel_headers(self) -> dict[str, str]:
         return {"Proxy-Authorization": self.authorization} if self.authorization else {}
@@ -222,8 +224,7 @@ class Connection:
     def _renewed(self, authorization: str, conn: http.client.HTTPConnection) -> bool:
         if self.refresh is None:
             return False
-        used = conn.tls if isinstance(conn, _TLSConnection) else None
-        return self.refresh(authorization, used)
+        return self.refresh(authorization, getattr(conn, "tls", None))
 
     def _headers(self, headers: dict[str, str], authorization: str) -> list[tuple[str, str]]:
         out = [("User-Agent", self.user_agent), *headers.items(), *self.headers]
@@ -271,7 +272,13 @@ class Connection:
         connect, read = timeout
         host, port = (self.proxy.host, self.proxy.port) if self.proxy else (self._host, self._port)
         conn: http.client.HTTPConnection
-        if context is None:
+        if self.proxy is not None and self.proxy.tls:
+            from trainop_core.operator.proxytls import ProxiedConnection
+
+            proxy_context = context or ssl.create_default_context()
+            server_name = self.server_name or self._host
+            conn = ProxiedConnection((host, port), connect, proxy_context, context, server_name)
+        elif context is None:
             conn = http.client.HTTPConnection(host, port, timeout=connect)
         else:
             conn = _TLSConnection(host, port, connect, context, self.server_name or self._host)
@@ -420,7 +427,7 @@ def _stale(conn: http.client.HTTPConnection) -> bool:
     sock = conn.sock
     if sock is None:
         return True
-    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+    if hasattr(sock, "pending") and sock.pending():  # an SSLSocket, or TLS in a proxy's TLS
         return True
     try:
         poller = select.poll()

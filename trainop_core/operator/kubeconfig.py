@@ -20,10 +20,11 @@ http:// server ``HTTP_PROXY``/``http_proxy``) unless ``NO_PROXY``/``no_proxy`` l
 (``*``, host names, which also match their subdomains, ``.suffix`` for subdomains only, IP
 addresses and CIDR ranges, each with an optional ``:port``), as Go's ProxyFromEnvironment decides
 for client-go; like it, a loopback server (``localhost``, 127.0.0.0/8, ::1) is never sent through a
-proxy named by the environment. Only http:// proxies are spoken, tunnelling with CONNECT.
+proxy named by the environment. http:// and https:// proxies are spoken, tunnelling with CONNECT
+(an https:// proxy's certificate is checked with the cluster's CA, as Go does); SOCKS is refused.
 
-Anything else fails at start with a message naming the key (a ``socks5://`` or ``https://``
-proxy, an `auth-provider`, an unknown key, a token with basic auth, `as-groups` without `as`...):
+Anything else fails at start with a message naming the key (a ``socks5://`` proxy, an
+`auth-provider`, an unknown key, a token with basic auth, `as-groups` without `as`...):
 a setting is never silently dropped. The context's `namespace` is not a connection setting (the
 operator's own ``--namespace`` says what it watches), nor are `extensions` and `preferences`.
 """
@@ -393,20 +394,16 @@ def _proxy(url: str, where: str) -> Proxy:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme in ("socks5", "socks5h"):
         raise ConfigError(f"{where} {url!r}: SOCKS proxies are not supported; use an http:// proxy")
-    if parts.scheme == "https":
-        raise ConfigError(
-            f"{where} {url!r}: https:// proxies (TLS to the proxy itself) are not supported; "
-            "an http:// proxy still carries the API server's TLS end to end, through CONNECT"
-        )
-    if parts.scheme != "http" or not parts.hostname:
-        raise ConfigError(f"{where} {url!r}: an http://host:port proxy URL is needed")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where} {url!r}: an http:// or https:// proxy URL is needed")
     authorization = ""
     if parts.username is not None:
         pair = (
             f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
         )
         authorization = "Basic " + base64.b64encode(pair.encode()).decode()
-    return Proxy(parts.hostname, parts.port or 80, authorization, where)
+    tls = parts.scheme == "https"
+    return Proxy(parts.hostname, parts.port or (443 if tls else 80), authorization, where, tls)
 
 
 def _split_port(entry: str) -> tuple[str, str]:

@@ -5,6 +5,7 @@ with ``200`` and then copies bytes both ways, so the TLS between client and API 
 through untouched. ``hosts`` maps names it should reach elsewhere (a name no resolver knows,
 ``apiserver.trainop.invalid``, reaches 127.0.0.1: a request that got through went through the
 proxy). With ``credentials`` it demands ``Proxy-Authorization: Basic`` and answers 407 without.
+With ``tls`` (a server SSLContext) it is an https:// proxy: TLS first, CONNECT inside it.
 ``tunnels`` lists the ``host:port`` of every tunnel opened, in order::
 
     with ConnectProxy(hosts={"apiserver.trainop.invalid": "127.0.0.1"}) as proxy:
@@ -19,6 +20,7 @@ import contextlib
 import select
 import socket
 import socketserver
+import ssl
 import threading
 from types import TracebackType
 
@@ -28,15 +30,22 @@ MAX_HEAD = 16 * 1024  # bytes of a CONNECT request's head
 class ConnectProxy:
     """A CONNECT-only proxy on 127.0.0.1 (see the module docstring); thread-safe counters."""
 
-    def __init__(self, hosts: dict[str, str] | None = None, credentials: str = "") -> None:
+    def __init__(
+        self,
+        hosts: dict[str, str] | None = None,
+        credentials: str = "",
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.hosts = dict(hosts or {})
+        self.tls = tls
         self.credentials = credentials  # "user:password", or "" for none
         self.tunnels: list[str] = []
         self.refused: list[str] = []  # why requests were refused (407, 405, 502)
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.proxy = self
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> ConnectProxy:
@@ -65,6 +74,11 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         proxy, client = self.server.proxy, self.request
+        if proxy.tls is not None:
+            try:
+                client = self.request = proxy.tls.wrap_socket(client, server_side=True)
+            except OSError as exc:
+                return proxy._note(proxy.refused, f"TLS {exc}")
         head = _read_head(client)
         lines = head.decode("latin-1").split("\r\n")
         method, _, target = lines[0].partition(" ")
@@ -110,7 +124,12 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
     """Copy both ways until either side closes."""
     peers = {a: b, b: a}
     while True:
-        ready, _, _ = select.select(list(peers), [], [], 60)
+        # Bytes a TLS socket has already decrypted are not seen by select: read them first.
+        ready: list[socket.socket] = [
+            s for s in peers if isinstance(s, ssl.SSLSocket) and s.pending()
+        ]
+        if not ready:
+            ready, _, _ = select.select(list(peers), [], [], 60)
         if not ready:
             continue
         for sock in ready:
