@@ -13,14 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from trainop_core.operator.connection import (
-    Connection,
-    TokenFile,
+from trainop_core.operator.connection import Connection, TokenFile
+from trainop_core.operator.kube import PODS, ApiError, KubeClient
+from trainop_core.operator.kubeconfig import (
     in_cluster_connection,
     kubeconfig_connection,
     load_connection,
 )
-from trainop_core.operator.kube import PODS, ApiError, KubeClient
 from trainop_core.testing.controlplane import ControlPlane
 
 
@@ -78,7 +77,7 @@ def test_a_wrong_token_is_refused_by_the_server(
     assert refused.value.status == 401
 
 
-def test_an_exec_plugin_is_run_by_the_official_loader(
+def test_an_exec_plugin_of_v1beta1_is_run_without_the_official_client(
     control_plane: ControlPlane, k8s_namespace: str, tmp_path: Path
 ) -> None:
     credential = {
@@ -95,30 +94,24 @@ def test_an_exec_plugin_is_run_by_the_official_loader(
     assert lists_pods(load_connection(str(write(tmp_path / "kc", config))), k8s_namespace)
 
 
-@pytest.mark.parametrize(
-    ("user_extra", "cluster_extra"),
-    [({"as": "someone-else"}, {}), ({}, {"disable-compression": True})],
-    ids=["impersonation", "unknown-cluster-key"],
-)
-def test_a_kubeconfig_key_the_connection_does_not_read_goes_to_the_official_loader(
-    control_plane: ControlPlane,
-    k8s_namespace: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    user_extra: dict[str, Any],
-    cluster_extra: dict[str, Any],
-) -> None:
-    """Only what connection.py understands takes its own path; nothing is silently ignored."""
-    from trainop_core.operator import connection
-
-    loaded: list[str] = []
-    official = connection._official
-    monkeypatch.setattr(connection, "_official", lambda p: loaded.append(p) or official(p))
-    config = kubeconfig(control_plane, {"token": control_plane.admin_token, **user_extra})
-    config["clusters"][0]["cluster"].update(cluster_extra)
+def test_loading_any_kubeconfig_does_not_import_the_official_client(tmp_path: Path) -> None:
+    """Every kubeconfig key is read here (kubeconfig.py) or refused: no fallback loader."""
+    user = {"token": "t", "as": "someone", "as-groups": ["g"]}
+    cluster = {"server": "https://127.0.0.1:6443", "proxy-url": "http://127.0.0.1:3128",
+               "disable-compression": True}  # fmt: skip
+    config = {
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
     path = write(tmp_path / "kc", config)
-    assert lists_pods(load_connection(str(path)), k8s_namespace)
-    assert loaded == [str(path)]
+    code = (
+        "import sys; from trainop_core.operator.kubeconfig import load_connection; "
+        f"load_connection({str(path)!r}); print('kubernetes' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_in_cluster_the_service_account_token_and_ca_are_used(

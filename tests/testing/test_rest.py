@@ -1,11 +1,16 @@
-"""The stdlib REST client of the test infrastructure (trainop_core.testing.rest)."""
+"""The test infrastructure's REST layer (trainop_core.testing.rest), a thin shape over the
+operator's connection: its keep-alive and replay rules, and no credential left on disk."""
 
 from __future__ import annotations
 
+import base64
 import json
+import tempfile
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +80,67 @@ def test_no_answer_at_all_is_status_zero() -> None:
     with pytest.raises(RestError) as refused:
         Rest("http://127.0.0.1:9").get("/")  # the discard port: nothing listens there
     assert refused.value.status == 0
+
+
+class _LosesWriteAnswers(_DropsIdleConnections):
+    """Keeps connections alive; reads a POST and closes the connection without answering."""
+
+    def do_GET(self) -> None:  # http.server naming
+        self.requests.append(self.path)
+        self._answer(200, {"path": self.path})
+
+    def do_POST(self) -> None:  # http.server naming
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.requests.append(f"POST {self.path}")
+        self.close_connection = True  # the answer is lost
+
+
+def test_a_write_whose_answer_was_lost_is_not_sent_again() -> None:
+    """The operator's replay rule (connection.py), in the test tooling too: a POST on a kept-alive
+    connection that breaks before the answer goes out once, and the caller learns it may have
+    been applied."""
+    _LosesWriteAnswers.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _LosesWriteAnswers)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        rest = Rest(f"http://127.0.0.1:{httpd.server_address[1]}")
+        rest.get("/warm")  # the connection is now kept alive: a reused one
+        with pytest.raises(RestError) as lost:
+            rest.create("/things", {"name": "one"})
+        assert lost.value.status == 0 and lost.value.answer_lost
+        assert _LosesWriteAnswers.requests == ["/warm", "POST /things"]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_inline_client_credentials_leave_no_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kubeconfig's client-certificate-data and client-key-data are loaded without leaving
+    the private key in the temporary directory."""
+    from trainop_core.operator.webhook.certs import new_ca
+
+    pair = new_ca(timedelta(days=1))  # any certificate and its key
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [
+            {
+                "name": "u",
+                "user": {
+                    "client-certificate-data": base64.b64encode(pair.cert_pem).decode(),
+                    "client-key-data": base64.b64encode(pair.key_pem).decode(),
+                },
+            }
+        ],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    rest = Rest.from_kubeconfig(path)
+    assert rest.url == "https://127.0.0.1:6443"
+    assert list(temp.iterdir()) == []

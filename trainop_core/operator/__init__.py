@@ -2,8 +2,8 @@
 
 Importing this package is cheap; `Manager` (the informers, the HTTP connection) loads on first use,
 so `trainop --help` stays fast. Neither imports the official `kubernetes` client: the operator
-speaks HTTP itself (`connection.py`), and only a kubeconfig with an exec or auth-provider plugin
-loads the official loader.
+speaks HTTP itself (`connection.py`) and reads kubeconfigs itself (`kubeconfig.py`, exec plugins in
+`execcred.py`), honouring every key of the context in use or refusing to start, naming the key.
 """
 
 from __future__ import annotations

@@ -5,17 +5,18 @@ cost the operator most of its memory and a good part of its CPU: importing ``kub
 loads ~1,300 generated modules (about 55 MiB of resident memory), and each request through
 ``ApiClient.call_api`` took about twice the CPU of a plain ``http.client`` request. The operator
 only sends raw JSON, so it speaks HTTP itself: one kept-alive connection per thread, a watch on a
-connection of its own that any thread can close.
+connection of its own that any thread can close. The project's test tooling
+(``trainop_core.testing.rest``) sends its requests through this class too: one HTTP layer.
 
-:func:`load_connection` reads what the operator needs from ``--kubeconfig``, ``$KUBECONFIG``, the
-in-cluster ServiceAccount, or ``~/.kube/config``: the server, its CA (``certificate-authority``
-file or data, or ``insecure-skip-tls-verify``), and a token (``token`` or ``tokenFile``, re-read
-every minute as client-go does, since bound tokens rotate) and/or a client certificate. A user or
-cluster with any other key (an ``exec`` or ``auth-provider`` plugin, basic auth, impersonation, a
-``proxy-url``, ...) and several files in ``$KUBECONFIG`` are loaded by the official client's loader
-instead (imported only then), whose token hook is then asked for the credentials of every request.
-:meth:`Connection.from_api_client` adopts a ready ``kubernetes.client.ApiClient`` (tests inject
-one) the same way.
+Where the server, the credentials and the proxy come from (a kubeconfig, in-cluster, the proxy
+environment variables) is `kubeconfig.py`; exec credential plugins are `execcred.py`. A
+:class:`Connection` takes them as they are: a static TLS context or one asked for every new
+connection (an exec plugin's client certificate rotates), an Authorization value asked for every
+request, extra headers (impersonation), a proxy reached through CONNECT (an https:// one through
+TLS: `proxytls.py`), and a hook that a
+401 answer calls so that credentials that can be renewed are, and the request is sent once more
+(the server did not act on it). :meth:`Connection.from_api_client` adopts a ready
+``kubernetes.client.ApiClient`` (tests inject one).
 
 A request is sent again only when that cannot apply a write twice, as Go's ``net/http`` decides
 for client-go: a kept-alive connection is checked before it is used (an idle connection the
@@ -27,10 +28,8 @@ the server may have acted, and only the caller can find out (a create looks the 
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import http.client
-import os
 import select
 import socket
 import ssl
@@ -46,27 +45,21 @@ from typing import Any
 from trainop_core.operator.liveness import keep_alive
 from trainop_core.private_files import write_new
 
-IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 TOKEN_REREAD_SECONDS = 60.0
 IDLE_REUSE_SECONDS = 30.0  # a kept-alive connection idle longer is opened anew
 USER_AGENT = "trainop-operator"
-#: What this module reads of a kubeconfig; a user or cluster with any other key goes to the
-#: official loader.
-OWN_USER_KEYS = frozenset(
-    {"token", "tokenFile", "client-certificate", "client-certificate-data", "client-key",
-     "client-key-data", "extensions"}
-)  # fmt: skip
-OWN_CLUSTER_KEYS = frozenset(
-    {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify",
-     "tls-server-name", "extensions"}
-)  # fmt: skip
-
 
 #: Sent again after a connection broke with no answer: they change nothing on the server (Go's
 #: net/http replays only these; PUT and DELETE are idempotent in theory, but a replayed guarded
 #: PUT answers 409 and a replayed DELETE 404, a lie about what happened).
 REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Methods http.client gives "Content-Length: 0" when they carry no body.
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+
+Headers = tuple[tuple[str, str], ...]  # (name, value) pairs; a name may repeat
+#: Asked after a 401 with the Authorization value and TLS context that were refused: True when
+#: the credentials are (or have just been) renewed, so the request is worth sending once more.
+Refresh = Callable[[str, "ssl.SSLContext | None"], bool]
 
 
 class TransportError(Exception):
@@ -83,7 +76,8 @@ class ConfigError(ValueError):
 
 
 class TokenFile:
-    """A bearer token read from a file, and read again every minute (bound tokens rotate)."""
+    """A bearer token read from a file, and read again every minute (bound tokens rotate), as
+    client-go's cached file token source does; at once after a 401 (`refresh`)."""
 
     def __init__(self, path: str, reread_seconds: float = TOKEN_REREAD_SECONDS) -> None:
         self.path = path
@@ -98,6 +92,26 @@ class TokenFile:
                 self._read_at = time.monotonic()
             return f"Bearer {self._value}" if self._value else ""
 
+    def refresh(self, authorization: str, context: ssl.SSLContext | None) -> bool:
+        """A 401: read the file again; worth a second try only if the token changed."""
+        with self._lock:
+            self._read_at = 0.0
+        return self() != authorization
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """An HTTP proxy that tunnels to the server with CONNECT (as Go's transport does for HTTPS)."""
+
+    host: str
+    port: int
+    authorization: str = ""  # Proxy-Authorization, from the proxy URL's user:password
+    source: str = "proxy-url"  # where it was configured, for messages
+    tls: bool = False  # an https:// proxy: TLS to the proxy too (`proxytls.py`)
+
+    def tunnel_headers(self) -> dict[str, str]:
+        return {"Proxy-Authorization": self.authorization} if self.authorization else {}
+
 
 @dataclass
 class Connection:
@@ -108,6 +122,12 @@ class Connection:
     authorization: Callable[[], str] = lambda: ""
     server_name: str | None = None  # the name to verify the certificate for (tls-server-name)
     user_agent: str = USER_AGENT
+    headers: Headers = ()  # sent with every request (impersonation)
+    proxy: Proxy | None = None
+    #: Asked for the TLS context of every new connection (an exec plugin's client certificate
+    #: rotates); when it gives another one, kept-alive connections are closed and opened anew.
+    context_source: Callable[[], ssl.SSLContext] | None = None
+    refresh: Refresh | None = None  # after a 401: see `Refresh`
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def __post_init__(self) -> None:
@@ -126,7 +146,7 @@ class Connection:
             raise ConfigError("proxies are not supported by the operator's connection")
         context = None
         if str(cfg.host).startswith("https"):
-            context = _tls_context(
+            context = tls_context(
                 ca_file=cfg.ssl_ca_cert,
                 cert_file=cfg.cert_file,
                 key_file=cfg.key_file,
@@ -141,6 +161,13 @@ class Connection:
 
         return cls(str(cfg.host), context, authorization, getattr(cfg, "tls_server_name", None))
 
+    def with_user_agent(self, user_agent: str) -> Connection:
+        """The same server, identity and proxy, naming another caller."""
+        return Connection(
+            self.server, self.context, self.authorization, self.server_name, user_agent,
+            self.headers, self.proxy, self.context_source, self.refresh,
+        )  # fmt: skip
+
     # --- requests --------------------------------------------------------------------------
     def request(
         self,
@@ -153,10 +180,12 @@ class Connection:
         """One request on this thread's kept-alive connection: (status, headers, body).
 
         Raises TransportError, with `sent` when the server may have acted on the request."""
+        refreshed = False
         while True:
             conn, reused = self._thread_connection(timeout)
+            authorization = self.authorization()
             try:
-                conn.request(method, self._base + path, body, self._headers(headers))
+                _send(conn, method, self._base + path, body, self._headers(headers, authorization))
                 resp = conn.getresponse()
             except (http.client.HTTPException, OSError) as exc:
                 self._drop()
@@ -166,44 +195,66 @@ class Connection:
                     raise TransportError(f"{type(exc).__name__}: {exc}", sent=True) from exc
                 continue
             try:
-                return resp.status, resp.headers, resp.read()
+                answer = resp.status, resp.headers, resp.read()
             except (http.client.HTTPException, OSError) as exc:  # the body broke off
                 self._drop()
                 raise TransportError(f"{type(exc).__name__}: {exc}", sent=True) from exc
+            # A 401: the server did not act; credentials that can be renewed are, then once more.
+            if answer[0] != 401 or refreshed or not self._renewed(authorization, conn):
+                return answer
+            refreshed = True
 
     def stream(self, path: str, headers: dict[str, str], timeout: tuple[float, float]) -> Stream:
         """A streaming GET (a watch) on a connection of its own."""
-        conn = self._new_connection(timeout)
-        try:
-            conn.request("GET", self._base + path, None, self._headers(headers))
-            resp = conn.getresponse()
-        except (http.client.HTTPException, OSError) as exc:
-            conn.close()
-            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
-        return Stream(conn, resp)
+        for attempt in range(2):
+            conn = self._new_connection(timeout, self._current_context())
+            authorization = self.authorization()
+            try:
+                _send(conn, "GET", self._base + path, None, self._headers(headers, authorization))
+                resp = conn.getresponse()
+            except (http.client.HTTPException, OSError) as exc:
+                conn.close()
+                raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+            stream = Stream(conn, resp)
+            if resp.status != 401 or attempt or not self._renewed(authorization, conn):
+                return stream
+            stream.read_all()
+        raise AssertionError("unreachable")
 
-    def _headers(self, headers: dict[str, str]) -> dict[str, str]:
-        out = {"User-Agent": self.user_agent, **headers}
-        authorization = self.authorization()
+    def _renewed(self, authorization: str, conn: http.client.HTTPConnection) -> bool:
+        if self.refresh is None:
+            return False
+        return self.refresh(authorization, getattr(conn, "tls", None))
+
+    def _headers(self, headers: dict[str, str], authorization: str) -> list[tuple[str, str]]:
+        out = [("User-Agent", self.user_agent), *headers.items(), *self.headers]
         if authorization:
-            out["Authorization"] = authorization
+            out.append(("Authorization", authorization))
         return out
 
     # --- connections -----------------------------------------------------------------------
+    def _current_context(self) -> ssl.SSLContext | None:
+        return self.context_source() if self.context_source is not None else self.context
+
     def _thread_connection(
         self, timeout: tuple[float, float]
     ) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection and whether it served a request before. One idle too long,
-        or that the server has closed (seen before anything is sent on it), is opened anew."""
+        that the server has closed (seen before anything is sent on it), or made with TLS
+        credentials since replaced, is opened anew."""
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        context = self._current_context()
         if conn is not None and (
-            time.monotonic() - self._local.used > IDLE_REUSE_SECONDS or _stale(conn)
+            time.monotonic() - self._local.used > IDLE_REUSE_SECONDS
+            or self._local.context is not context
+            or _stale(conn)
         ):
             self._drop()
             conn = None
         reused = conn is not None
         if conn is None:
-            conn = self._local.conn = self._new_connection(timeout)
+            conn = self._local.conn = self._new_connection(timeout, context)
+            self._local.context = context
         elif conn.sock is not None:
             conn.sock.settimeout(timeout[1])
         self._local.used = time.monotonic()
@@ -215,18 +266,30 @@ class Connection:
         if conn is not None:
             conn.close()
 
-    def _new_connection(self, timeout: tuple[float, float]) -> http.client.HTTPConnection:
+    def _new_connection(
+        self, timeout: tuple[float, float], context: ssl.SSLContext | None
+    ) -> http.client.HTTPConnection:
         connect, read = timeout
+        host, port = (self.proxy.host, self.proxy.port) if self.proxy else (self._host, self._port)
         conn: http.client.HTTPConnection
-        if self.context is None:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=connect)
+        if self.proxy is not None and self.proxy.tls:
+            from trainop_core.operator.proxytls import ProxiedConnection
+
+            proxy_context = context or ssl.create_default_context()
+            server_name = self.server_name or self._host
+            conn = ProxiedConnection((host, port), connect, proxy_context, context, server_name)
+        elif context is None:
+            conn = http.client.HTTPConnection(host, port, timeout=connect)
         else:
-            conn = _TLSConnection(self._host, self._port, connect, self.context, self.server_name)
+            conn = _TLSConnection(host, port, connect, context, self.server_name or self._host)
+        if self.proxy is not None:
+            conn.set_tunnel(self._host, self._port, self.proxy.tunnel_headers())
         try:
             conn.connect()
         except OSError as exc:
             conn.close()
-            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+            via = f" (through the proxy of {self.proxy.source})" if self.proxy else ""
+            raise TransportError(f"{type(exc).__name__}: {exc}{via}") from exc
         assert conn.sock is not None
         keep_alive(conn.sock)  # a vanished peer is found even on an idle connection (liveness.py)
         conn.sock.settimeout(read)
@@ -234,19 +297,46 @@ class Connection:
 
 
 class _TLSConnection(http.client.HTTPSConnection):
-    """HTTPS that verifies the certificate for `server_name` when one is given."""
+    """HTTPS that verifies the certificate for `server_name` (the server's host name, or the
+    kubeconfig's tls-server-name), also at the end of a proxy's tunnel."""
 
     def __init__(
-        self, host: str, port: int, timeout: float, context: ssl.SSLContext, server_name: str | None
+        self, host: str, port: int, timeout: float, context: ssl.SSLContext, server_name: str
     ) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
-        self._tls_context, self._server_name = context, server_name
+        self.tls, self._server_name = context, server_name
 
     def connect(self) -> None:
-        http.client.HTTPConnection.connect(self)
-        self.sock = self._tls_context.wrap_socket(
-            self.sock, server_hostname=self._server_name or self.host
-        )
+        http.client.HTTPConnection.connect(self)  # and the CONNECT tunnel, if set
+        self.sock = self.tls.wrap_socket(self.sock, server_hostname=self._server_name)
+
+
+def target(path: str, query: dict[str, Any] | None) -> str:
+    """`path` with `query` encoded (None and "" left out, booleans as true/false)."""
+    pairs = [(k, _query_value(v)) for k, v in (query or {}).items() if v not in (None, "")]
+    return f"{path}?{urllib.parse.urlencode(pairs)}" if pairs else path
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _send(
+    conn: http.client.HTTPConnection,
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: list[tuple[str, str]],
+) -> None:
+    """`conn.request` with headers that may repeat (Impersonate-Group: one header a group)."""
+    conn.putrequest(method, url, skip_accept_encoding=True)
+    for name, value in headers:
+        conn.putheader(name, value)
+    if body is not None or method in _WITH_BODY:
+        conn.putheader("Content-Length", str(len(body or b"")))
+    conn.endheaders(body)
 
 
 class Stream:
@@ -270,9 +360,12 @@ class Stream:
             for line in self.resp:
                 if line.strip():
                     yield line
-        except (http.client.HTTPException, OSError, ValueError) as exc:
-            if not self.closed:  # closed by another thread: any failure is just the end
+        except Exception as exc:
+            if self.closed:  # closed by another thread: http.client may fail in any way (even
+                return  # an AttributeError on the file it just closed): it is just the end
+            if isinstance(exc, http.client.HTTPException | OSError | ValueError):
                 raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+            raise
         finally:
             self.close()
 
@@ -292,105 +385,7 @@ def shut_down(conn: http.client.HTTPConnection) -> None:
     conn.close()
 
 
-# --- configuration ----------------------------------------------------------------------------
-def load_connection(kubeconfig: str = "") -> Connection:
-    """`--kubeconfig`, else $KUBECONFIG, else in-cluster, else ~/.kube/config."""
-    path = kubeconfig or os.environ.get("KUBECONFIG", "")
-    if path:
-        if os.pathsep in path:  # several files to merge: the official loader knows how
-            return _official(path)
-        return kubeconfig_connection(Path(path).expanduser())
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(IN_CLUSTER_TOKEN):
-        return in_cluster_connection()
-    return kubeconfig_connection(Path("~/.kube/config").expanduser())
-
-
-def in_cluster_connection(
-    token_file: str = IN_CLUSTER_TOKEN, ca_file: str = IN_CLUSTER_CA
-) -> Connection:
-    """The pod's ServiceAccount: $KUBERNETES_SERVICE_HOST/PORT, its token and CA."""
-    host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ.get("KUBERNETES_SERVICE_PORT")
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    server = f"https://{host}:{port or 443}"
-    return Connection(server, _tls_context(ca_file=ca_file), TokenFile(token_file))
-
-
-def kubeconfig_connection(path: Path) -> Connection:
-    """The current context of the kubeconfig at `path`."""
-    import yaml
-
-    try:
-        config = yaml.safe_load(path.read_text()) or {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read kubeconfig {path}: {exc}") from exc
-    context = _named(config.get("contexts"), config.get("current-context"), "context", path)
-    cluster = _named(config.get("clusters"), context.get("cluster"), "cluster", path)
-    user = (
-        _named(config.get("users"), context.get("user"), "user", path)
-        if context.get("user")
-        else {}
-    )
-    if set(user) - OWN_USER_KEYS or set(cluster) - OWN_CLUSTER_KEYS:
-        # exec and auth-provider plugins, basic auth, impersonation, proxies, anything newer:
-        # the official loader, as before this module existed.
-        return _official(str(path))
-    base = path.parent
-    server = str(cluster.get("server") or "")
-    if not server:
-        raise ConfigError(f"kubeconfig {path}: cluster has no server")
-    context_tls = None
-    if server.startswith("https"):
-        context_tls = _tls_context(
-            ca_file=_path(cluster.get("certificate-authority"), base),
-            ca_data=_decoded(cluster.get("certificate-authority-data")),
-            cert_data=_decoded(user.get("client-certificate-data")),
-            key_data=_decoded(user.get("client-key-data")),
-            cert_file=_path(user.get("client-certificate"), base),
-            key_file=_path(user.get("client-key"), base),
-            insecure=bool(cluster.get("insecure-skip-tls-verify")),
-        )
-    return Connection(server, context_tls, _token(user, base), cluster.get("tls-server-name"))
-
-
-def _token(user: dict[str, Any], base: Path) -> Callable[[], str]:
-    if user.get("token"):
-        value = f"Bearer {user['token']}"
-        return lambda: value
-    if user.get("tokenFile"):
-        return TokenFile(str(_path(user["tokenFile"], base)))
-    return lambda: ""
-
-
-def _official(path: str) -> Connection:
-    """The official client's loader (all of kubeconfig), whose credentials we then use."""
-    from kubernetes import client, config
-
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=path, client_configuration=cfg)
-    return Connection.from_api_client(client.ApiClient(cfg))
-
-
-def _named(items: Any, name: Any, what: str, path: Path) -> dict[str, Any]:
-    for item in items or []:
-        if item.get("name") == name:
-            found: dict[str, Any] = item.get(what) or {}
-            return found
-    raise ConfigError(f"kubeconfig {path} has no {what} named {name!r}")
-
-
-def _path(value: Any, base: Path) -> str | None:
-    if not value:
-        return None
-    candidate = Path(str(value)).expanduser()
-    return str(candidate if candidate.is_absolute() else base / candidate)
-
-
-def _decoded(data: Any) -> bytes | None:
-    return base64.b64decode(data) if data else None
-
-
-def _tls_context(
+def tls_context(
     *,
     ca_file: str | None = None,
     ca_data: bytes | None = None,
@@ -400,6 +395,8 @@ def _tls_context(
     key_data: bytes | None = None,
     insecure: bool = False,
 ) -> ssl.SSLContext:
+    """A client TLS context: the CA to trust (else the system's), an optional client
+    certificate (files or PEM data; data never outlives this call on disk)."""
     context = ssl.create_default_context(
         cafile=ca_file, cadata=ca_data.decode() if ca_data else None
     )
@@ -430,7 +427,7 @@ def _stale(conn: http.client.HTTPConnection) -> bool:
     sock = conn.sock
     if sock is None:
         return True
-    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+    if hasattr(sock, "pending") and sock.pending():  # an SSLSocket, or TLS in a proxy's TLS
         return True
     try:
         poller = select.poll()

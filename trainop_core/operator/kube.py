@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from trainop_core.operator.connection import Connection, Stream, TransportError, load_connection
+from trainop_core.operator.connection import Connection, Stream, TransportError, target
+from trainop_core.operator.kubeconfig import load_connection
 from trainop_core.operator.liveness import CONNECT_TIMEOUT, REQUEST_READ_TIMEOUT
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.ratelimit import TokenBucket
@@ -205,13 +205,11 @@ class KubeClient:
         times, as client-go does (the server did not act on it)."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": JSON, "Content-Type": content_type}
-        target = _target(path, query)
+        url = target(path, query)
         for attempt in range(self.retries + 1):
             self._admit(method)
             try:
-                status, answer_headers, raw = self.api.request(
-                    method, target, data, headers, timeout
-                )
+                status, answer_headers, raw = self.api.request(method, url, data, headers, timeout)
             except TransportError as exc:  # no answer, or its body broke off
                 self._count(method, "<error>")
                 raise ApiError(0, "TransportError", str(exc), answer_lost=exc.sent) from exc
@@ -235,7 +233,7 @@ class KubeClient:
         """Open a streaming GET (a watch): the stream (close it to stop) and its lines."""
         self._admit()
         try:
-            stream = self.api.stream(_target(path, query), {"Accept": JSON}, timeout)
+            stream = self.api.stream(target(path, query), {"Accept": JSON}, timeout)
         except TransportError as exc:
             self._count("GET", "<error>")
             raise ApiError(0, "TransportError", str(exc)) from exc
@@ -257,11 +255,6 @@ class KubeClient:
             self.metrics.rest_requests.inc(verb=verb, code=code)
 
 
-def _target(path: str, query: dict[str, Any] | None) -> str:
-    pairs = [(k, _query_value(v)) for k, v in (query or {}).items() if v not in (None, "")]
-    return f"{path}?{urllib.parse.urlencode(pairs)}" if pairs else path
-
-
 def _retry_after(status: int, header: str | None) -> float | None:
     """client-go's rule: a 429 or 5xx answer that carries Retry-After (whole seconds)."""
     if header is None or not (status == 429 or status >= 500):
@@ -271,9 +264,3 @@ def _retry_after(status: int, header: str | None) -> float | None:
     except ValueError:
         return None
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
-def _query_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

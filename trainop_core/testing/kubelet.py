@@ -444,7 +444,7 @@ def _version(pod: Pod) -> int:
 
 def _rest_for(api: Any) -> Rest:
     if isinstance(api, Rest):
-        return Rest(api.url, api.token, api.ca_file, api.client_cert, api.insecure, USER_AGENT)
+        return api.with_user_agent(USER_AGENT)
     if isinstance(api, str | Path):
         return Rest.from_kubeconfig(api, user_agent=USER_AGENT)
     if hasattr(api, "rest_for") and hasattr(api, "admin_token"):  # ControlPlane

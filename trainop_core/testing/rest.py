@@ -1,46 +1,43 @@
-"""A small raw-JSON Kubernetes REST client on the standard library, for test infrastructure.
+"""Raw JSON access to any API server for test infrastructure, over the operator's own connection.
 
 The control plane and the kubelet stand-in use it so they need neither the ``kubernetes`` package
-nor the operator's own client (the code under test). It speaks to any API server: bearer token,
-optional client certificate, a CA to trust. Connections are kept alive, one per thread.
+nor the operator's client (the code under test), yet share its one HTTP layer
+(:class:`~trainop_core.operator.connection.Connection`): the same kept-alive connection per thread,
+the same rule for what is sent again (a read after the server closed an idle connection; never a
+write whose answer was lost), the same query naming, the same kubeconfig reader. What is its own is
+the shape tests want: paths as strings, a watch as decoded events, errors as :class:`RestError`.
+Inline ``*-data`` credentials stay in memory or in a private temporary directory removed at once.
 """
 
 from __future__ import annotations
 
-import base64
-import http.client
+import dataclasses
 import json
-import ssl
-import tempfile
-import threading
-import time
-import urllib.parse
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainop_core.operator.connection import shut_down
+from trainop_core.operator.connection import Connection, Stream, TransportError, target, tls_context
+from trainop_core.operator.kube import ApiError
 
 Obj = dict[str, Any]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
-IDLE_REUSE_SECONDS = 30.0  # a kept-alive connection idle longer is not reused
 
 
-class RestError(Exception):
-    """A non-2xx answer; `status` 0 means no answer at all (connection failure)."""
-
-    def __init__(self, status: int, reason: str = "", message: str = "") -> None:
-        self.status = status
-        self.reason = reason
-        self.message = message
-        super().__init__(f"{status} {reason}: {message}".strip())
+class RestError(ApiError):
+    """A non-2xx answer; `status` 0 means no answer at all (connection failure). An
+    :class:`~trainop_core.operator.kube.ApiError`, with its `not_found`, `conflict`, ..."""
 
 
 @dataclass
 class Rest:
-    """One API server and one identity. Thread-safe; `user_agent` names the caller."""
+    """One API server and one identity. Thread-safe; `user_agent` names the caller.
+
+    Built from a server URL and a token, CA file and client certificate files, or from a
+    kubeconfig (:meth:`from_kubeconfig`: then `connection` carries what it says)."""
 
     url: str
     token: str = ""
@@ -49,33 +46,26 @@ class Rest:
     insecure: bool = False
     user_agent: str = "trainop-testing"
     timeout: float = 30.0
-    _local: threading.local = field(default_factory=threading.local, repr=False)
+    connection: Connection = field(default=None, repr=False)  # type: ignore[assignment]  # made below when not given
+
+    def __post_init__(self) -> None:
+        if self.connection is None:
+            self.connection = self._connection()
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, user_agent: str = "trainop-testing") -> Rest:
-        """The current context of a kubeconfig (token and/or client certificate; no exec plugins).
-        Inline ``*-data`` credentials are written to private temporary files."""
-        import yaml
+        """The current context of a kubeconfig, read as the operator reads it (`kubeconfig.py`:
+        tokens, certificates, exec plugins, impersonation, proxies)."""
+        from trainop_core.operator.kubeconfig import kubeconfig_connection
 
-        config = yaml.safe_load(Path(path).read_text())
-        context_name = config.get("current-context")
-        context = _named(config.get("contexts"), context_name, "context")
-        cluster = _named(config.get("clusters"), context["cluster"], "cluster")
-        user = (
-            _named(config.get("users"), context.get("user", ""), "user")
-            if context.get("user")
-            else {}
-        )
-        cert = _file_or_data(user, "client-certificate")
-        key = _file_or_data(user, "client-key")
-        return cls(
-            url=str(cluster["server"]).rstrip("/"),
-            token=str(user.get("token", "")),
-            ca_file=_file_or_data(cluster, "certificate-authority"),
-            client_cert=(cert, key) if cert and key else None,
-            insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
-            user_agent=user_agent,
-        )
+        connection = kubeconfig_connection(Path(path), environ=os.environ)
+        return cls(connection.server.rstrip("/"), user_agent=user_agent,
+                   connection=connection.with_user_agent(user_agent))  # fmt: skip
+
+    def with_user_agent(self, user_agent: str) -> Rest:
+        """The same server and identity, naming another caller."""
+        connection = self.connection.with_user_agent(user_agent)
+        return dataclasses.replace(self, user_agent=user_agent, connection=connection)
 
     # --- verbs ---------------------------------------------------------------------------------
     def get(self, path: str, **query: Any) -> Obj:
@@ -105,7 +95,7 @@ class Rest:
         data = None if body is None else json.dumps(body).encode()
         status, raw = self.request_raw(method, path, data, query, content_type)
         if status >= 300:
-            raise _error(status, raw)
+            raise RestError.from_answer(status, raw)
         decoded: Obj = json.loads(raw) if raw else {}
         return decoded
 
@@ -117,89 +107,51 @@ class Rest:
         query: dict[str, Any] | None = None,
         content_type: str = JSON,
     ) -> tuple[int, bytes]:
-        """One call; the status and the body as they came. Raises RestError(0) on no answer."""
-        while True:
-            reused = getattr(self._local, "conn", None) is not None
-            conn = self._connection()
-            try:
-                conn.request(method, _target(path, query), data, self._headers(content_type))
-                resp = conn.getresponse()
-                return resp.status, resp.read()
-            except (http.client.HTTPException, OSError) as exc:
-                self._drop()
-                # A kept-alive connection the server had closed while idle: once more, fresh.
-                if not (reused and _retriable(exc)):
-                    raise RestError(0, type(exc).__name__, str(exc)) from exc
+        """One call; the status and the body as they came. Raises RestError(0) on no answer
+        (`answer_lost` when the request went out: a write may have been applied)."""
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        try:
+            status, _, raw = self.connection.request(
+                method, target(path, query), data, headers, (self.timeout, self.timeout)
+            )
+        except TransportError as exc:
+            raise RestError(0, "TransportError", str(exc), answer_lost=exc.sent) from exc
+        return status, raw
 
     def stream(
         self, path: str, query: dict[str, Any], read_timeout: float
     ) -> tuple[Closer, Iterator[Obj]]:
         """A watch on its own connection: a closer (thread-safe, ends the stream) and the events."""
-        conn = self._new_connection(read_timeout)
+        url = target(path, {**query, "watch": "true"})
         try:
-            conn.request(
-                "GET", _target(path, {**query, "watch": "true"}), None, self._headers(JSON)
+            stream = self.connection.stream(url, {"Accept": JSON}, (self.timeout, read_timeout))
+        except TransportError as exc:
+            raise RestError(0, "TransportError", str(exc)) from exc
+        if stream.status >= 300:
+            raise RestError.from_answer(stream.status, stream.read_all())
+        closer = Closer(stream)
+        return closer, _events(stream)
+
+    def _connection(self) -> Connection:
+        context = None
+        if self.url.startswith("https"):
+            cert, key = self.client_cert or (None, None)
+            context = tls_context(
+                ca_file=self.ca_file, cert_file=cert, key_file=key, insecure=self.insecure
             )
-            resp = conn.getresponse()
-        except (http.client.HTTPException, OSError) as exc:
-            conn.close()
-            raise RestError(0, type(exc).__name__, str(exc)) from exc
-        if resp.status >= 300:
-            raw = resp.read()
-            conn.close()
-            raise _error(resp.status, raw)
-        closer = Closer(conn)
-        return closer, _events(resp, closer)
-
-    # --- connections ---------------------------------------------------------------------------
-    def _headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Accept": JSON, "Content-Type": content_type, "User-Agent": self.user_agent}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        return headers
-
-    def _connection(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is not None and time.monotonic() - self._local.used > IDLE_REUSE_SECONDS:
-            self._drop()  # the server has probably closed it (kube-apiserver: after 90 s)
-            conn = None
-        if conn is None:
-            conn = self._local.conn = self._new_connection(self.timeout)
-        self._local.used = time.monotonic()
-        return conn
-
-    def _drop(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
-        if conn is not None:
-            conn.close()
-
-    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
-        parts = urllib.parse.urlsplit(self.url)
-        host, port = parts.hostname or "127.0.0.1", parts.port
-        if parts.scheme == "http":
-            return http.client.HTTPConnection(host, port, timeout=timeout)
-        return http.client.HTTPSConnection(host, port, timeout=timeout, context=self._ssl())
-
-    def _ssl(self) -> ssl.SSLContext:
-        context: ssl.SSLContext | None = getattr(self._local, "ssl", None)
-        if context is None:
-            context = ssl.create_default_context(cafile=self.ca_file)
-            if self.insecure:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            if self.client_cert:
-                context.load_cert_chain(*self.client_cert)
-            self._local.ssl = context
-        return context
+        authorization = f"Bearer {self.token}" if self.token else ""
+        return Connection(self.url, context, lambda: authorization, user_agent=self.user_agent)
 
 
 class Closer:
     """Ends a stream from any thread: shuts the socket down so a blocked read returns."""
 
-    def __init__(self, conn: http.client.HTTPConnection) -> None:
-        self._conn = conn
-        self.closed = False
+    def __init__(self, stream: Stream) -> None:
+        self._stream = stream
+
+    @property
+    def closed(self) -> bool:
+        return self._stream.closed
 
     def __enter__(self) -> Closer:
         return self
@@ -208,64 +160,14 @@ class Closer:
         self.close()
 
     def close(self) -> None:
-        self.closed = True
-        shut_down(self._conn)
+        self._stream.close()
 
 
-def _events(resp: http.client.HTTPResponse, closer: Closer) -> Iterator[Obj]:
+def _events(stream: Stream) -> Iterator[Obj]:
+    """The watch's events (the server sends one a line) until it ends or is closed."""
     try:
-        for line in resp:  # http.client undoes the chunking; the server sends one event a line
-            if line.strip():
-                event: Obj = json.loads(line)
-                yield event
-    except Exception:
-        if not closer.closed:
-            raise  # closed by another thread: http.client may fail in any way, it is the end
-    finally:
-        closer.close()
-
-
-def _target(path: str, query: dict[str, Any] | None) -> str:
-    pairs = [(k, _query_value(v)) for k, v in (query or {}).items() if v not in (None, "")]
-    return f"{path}?{urllib.parse.urlencode(pairs)}" if pairs else path
-
-
-def _query_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _retriable(exc: BaseException) -> bool:
-    # The server closed an idle kept-alive connection between two of our requests.
-    closed = http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError
-    return isinstance(exc, closed | ssl.SSLEOFError | ssl.SSLZeroReturnError)
-
-
-def _error(status: int, raw: bytes) -> RestError:
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        return RestError(status, "", raw.decode(errors="replace")[:500])
-    return RestError(status, str(body.get("reason", "")), str(body.get("message", "")))
-
-
-def _named(items: Any, name: str, what: str) -> Obj:
-    for item in items or []:
-        if item.get("name") == name:
-            found: Obj = item.get(what) or {}
-            return found
-    raise ValueError(f"kubeconfig has no {what} named {name!r}")
-
-
-def _file_or_data(section: Obj, key: str) -> str | None:
-    if section.get(key):
-        return str(section[key])
-    data = section.get(f"{key}-data")
-    if not data:
-        return None
-    with tempfile.NamedTemporaryFile("wb", delete=False, prefix="trainop-kc-") as handle:
-        handle.write(base64.b64decode(data))
-    return handle.name
+        for line in stream.lines():
+            event: Obj = json.loads(line)
+            yield event
+    except TransportError as exc:
+        raise RestError(0, "TransportError", str(exc)) from exc
