@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from trainop_core.backends.local.procs import kill_children, set_child_subreaper
-from trainop_core.backends.local.state import JobDir, write_private
+from trainop_core.backends.local.state import JobDir, read_json, write_private
 from trainop_core.backends.local.status import failed_status, is_finished
 from trainop_core.backends.local.supervisor import STOP_SIGNALS, Supervisor
 from trainop_core.errors import TrainopError
@@ -44,7 +44,28 @@ def serve(job_dir: JobDir, lock_fd: int) -> int:
         finally:
             sys.stderr.flush()
             os._exit(code)
-    return watch(pid)
+    code = watch(pid)
+    if code > 128:  # killed by a signal: a queued job is not left without a supervisor
+        restart_queued(job_dir, lock_fd)
+    return code
+
+
+def restart_queued(job_dir: JobDir, lock_fd: int) -> None:
+    """Start a new supervisor for a queued, unfinished job whose supervisor was killed, unless
+    someone asked it to stop. Other local jobs wait for a client to recover them; a queued one
+    may hold quota (or its place) that every job behind it waits for."""
+    from trainop_core.backends.local.queue import record_of
+    from trainop_core.backends.local.spawn import spawn_supervisor
+
+    try:
+        queued = record_of(read_json(job_dir.local_file)) is not None
+        finished = is_finished(job_dir.read_job().get("status") or {})
+    except (OSError, ValueError, TrainopError):
+        return
+    if queued and not finished and not job_dir.control_file.exists():
+        os.close(lock_fd)  # everything below us is gone: the job is free for a new supervisor
+        with contextlib.suppress(OSError, TrainopError):
+            spawn_supervisor(job_dir, fresh=True)
 
 
 def watch(supervisor: int) -> int:
