@@ -282,3 +282,36 @@ def _restart(job_dir: JobDir, spawn: Callable[[JobDir], object]) -> None:
     if job_dir.supervisor_pid.exists() and not job_dir.supervisor_alive():
         with contextlib.suppress(OSError):  # gone meanwhile
             spawn(job_dir)
+
+
+# --- what `trainop queue list` shows --------------------------------------------------------------
+@dataclass(frozen=True)
+class QueueSummary:
+    name: str
+    quota: Resources
+    configured: bool  # False: the machine's default quota
+    used: Resources  # by admitted, unfinished jobs
+    admitted: int
+    waiting: int
+
+
+def summaries(root: StateRoot) -> list[QueueSummary]:
+    """Every configured queue and every queue a job waits in or runs in, by name (read without
+    the lock: a snapshot, as `trainop get` is)."""
+    config = load_config(root)
+    seen = [s for s in map(_observe, root.all_jobs(None)) if s is not None]
+    found = []
+    for name in sorted({*config.quotas, *(s.queue for s in seen)}):
+        mine = [s.entry for s in seen if s.queue == name]
+        admitted = [e for e in mine if e.admitted]
+        used = sum((e.requests for e in admitted), Resources())
+        summary = QueueSummary(
+            name,
+            config.quota(name),
+            name in config.quotas,
+            used,
+            len(admitted),
+            len(mine) - len(admitted),
+        )
+        found.append(summary)
+    return found
