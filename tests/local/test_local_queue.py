@@ -100,6 +100,12 @@ def in_state(client: TrainingClient, home: Path, names: list[str], wanted: str) 
     return [name for name in alive if state(client, name) == wanted]
 
 
+def restarted(home: Path, names: list[str]) -> set[str]:
+    """The jobs whose watcher replaced a killed supervisor (it records an event saying so)."""
+    events = {n: JobDir(home / "jobs" / "default" / n).read_events() for n in names}
+    return {n for n in names if any(e["reason"] == "SupervisorRestarted" for e in events[n])}
+
+
 def supervisor_pid(home: Path, name: str) -> int:
     pid = JobDir(home / "jobs" / "default" / name).read_supervisor_pid()
     assert pid is not None
@@ -137,6 +143,9 @@ def test_twenty_jobs_never_exceed_two_cpus_and_all_succeed_through_supervisor_cr
     assert most_at_once(records) == 2
     started = {name: len(spans) for name, spans in runs(records).items()}
     assert started == {name: 2 if name == "job03" else 1 for name in names}
+    # Only the supervisors killed here were replaced (an admission's SIGUSR1 that reaches a
+    # supervisor still starting must not kill it), and the finished job's was not.
+    assert restarted(home, names) == {"job03", waiting[-1]}
 
 
 def test_higher_priority_runs_first_then_first_come_first_served(
@@ -228,3 +237,17 @@ def test_a_job_the_queue_cannot_take_is_refused_and_nothing_is_created(
         client.create(job.build())
     assert err.value.problems[0].path == field
     assert client.list() == []
+
+
+def test_a_wake_up_that_reaches_a_supervisor_still_starting_does_not_kill_it(
+    client: TrainingClient, home: Path, tmp_path: Path
+) -> None:
+    """An admission step signals (SIGUSR1) supervisors it admits, which may still be starting."""
+    records = tmp_path / "records"
+    records.mkdir()
+    job_dir = JobDir(home / "jobs" / "default" / "early")
+    client.create(queued_job("early", records).build())
+    pid = wait_for(job_dir.read_supervisor_pid, TIMEOUT, interval=0)  # as soon as there is one
+    os.kill(pid, signal.SIGUSR1)
+    wait_for(lambda: state(client, "early") == "Succeeded", TIMEOUT, interval=0.1)
+    assert restarted(home, ["early"]) == set()

@@ -4,6 +4,7 @@ Files, all written atomically (a new file renamed over the old)::
 
     $TRAINOP_HOME/queues.json        quotas per queue and priority class values (`trainop queue`)
     $TRAINOP_HOME/queue.lock         held for a whole admission step and for config changes
+    $TRAINOP_HOME/queue.stamp        rewritten at the end of every admission step
     jobs/<ns>/<name>/local.json      "queue": the job's queue, priority, requests and submission
                                      time, fixed at creation
     jobs/<ns>/<name>/queue.json      "Queued" with the reason, or "Admitted": written only by an
@@ -13,15 +14,17 @@ Files, all written atomically (a new file renamed over the old)::
 process may run, under `queue.lock`. It reads every queued job's files, decides (`queueing.decide`),
 writes the decisions, then wakes the admitted jobs' supervisors (SIGUSR1). It runs when a queued
 job is created, when one finishes or its supervisor ends (that supervisor runs it), when one is
-deleted, when a quota changes, and every `RECHECK_SECONDS` in each waiting supervisor.
+deleted, and when a quota changes. A waiting supervisor also runs it when no step has completed
+for `RECHECK_SECONDS` (`queue.stamp`'s time says when one last did).
 
 **Crashes.** The lock dies with its holder and every write is atomic, so a step killed midway
-leaves some decisions written and others not: the next step (at the latest a waiting supervisor's
-recheck) finishes the work, and an admission written but not signalled is seen by the job's own
-supervisor at its next recheck. A job is started only by its own supervisor (one per job, by
-`supervisor.lock`), and only once queue.json says Admitted, so nothing starts twice. A killed
-supervisor's watcher restarts it (see `watcher`); a job whose supervisor and watcher both died
-holds its place (or its quota) until a client recovers it, as any local job (`trainop wait`).
+leaves some decisions written and others not, and no new stamp: the next step (at the latest a
+waiting supervisor's recheck) finishes the work, and an admission written but not signalled is
+seen by the job's own supervisor at its next recheck. A job is started only by its own
+supervisor (one per job, by `supervisor.lock`), and only once queue.json says Admitted, so
+nothing starts twice. A killed supervisor's watcher restarts it and runs a step in its place
+(see `watcher`); a job whose supervisor and watcher both died holds its place (or its quota)
+until a client recovers it, as any local job (`trainop wait`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from trainop_core.backends.local.state import (
     flocked,
     read_json,
     write_json_atomic,
+    write_private,
 )
 from trainop_core.backends.local.status import is_finished
 from trainop_core.errors import DamagedJobError, InvalidJobError, NotFoundError, Problem
@@ -91,6 +95,21 @@ def config_file(root: StateRoot) -> Path:
 
 def lock_file(root: StateRoot) -> Path:
     return root.home / "queue.lock"
+
+
+def stamp_file(root: StateRoot) -> Path:
+    return root.home / "queue.stamp"
+
+
+def step_due(root: StateRoot) -> bool:
+    """Whether no admission step has completed for RECHECK_SECONDS (or ever): a waiting
+    supervisor's recheck then runs one. However many jobs wait, rechecks so add up to about one
+    step per RECHECK_SECONDS, plus the steps that events cause."""
+    try:
+        age = time.time() - stamp_file(root).stat().st_mtime
+    except FileNotFoundError:
+        return True
+    return not 0 <= age < RECHECK_SECONDS
 
 
 def state_file(job_dir: JobDir) -> Path:
@@ -214,6 +233,7 @@ def admit(root: StateRoot, spawn: Callable[[JobDir], object] | None = None) -> l
             mine = [s for s in seen if s.queue == queue]
             decision = decide(queue, config.quota(queue), [s.entry for s in mine])
             admitted += _apply(queue, decision, mine)
+        write_private(stamp_file(root), f"{os.getpid()}\n")  # the step completed (its time)
     for job_dir in admitted:
         signal_supervisor(job_dir)
     if spawn is not None:

@@ -41,7 +41,13 @@ from trainop_core.backends.local.procs import (
     JOB_MARKER,
     kill_marked,
 )
-from trainop_core.backends.local.queue import RECHECK_SECONDS, admit, is_admitted, record_of
+from trainop_core.backends.local.queue import (
+    RECHECK_SECONDS,
+    admit,
+    is_admitted,
+    record_of,
+    step_due,
+)
 from trainop_core.backends.local.queueing import Entry
 from trainop_core.backends.local.state import (
     JobDir,
@@ -200,21 +206,26 @@ class Supervisor:
     def _wait_for_admission(self) -> bool:
         """A queued job waits here, before any replica exists, until an admission step admits
         it: True then (or at once for a job that is not queued), False if it is stopped first.
-        It runs the step itself every RECHECK_SECONDS (jittered), which is what finishes the
-        work of a step that crashed; an admission by another process wakes it (SIGUSR1)."""
+        It runs the step itself when it starts, then whenever no step has completed for
+        RECHECK_SECONDS (see `queue.step_due`), which is what finishes the work of a step that
+        crashed; an admission by another process wakes it (SIGUSR1)."""
         if self.queued is None:
             return True
-        next_step = 0.0
+        root = StateRoot(self.dir.path.parents[2])
+        step_now, next_check = True, 0.0
         while not self._stop_requested():
+            if step_now:
+                self._admit_next()
             if is_admitted(self.dir, self.queued.enqueued):
                 self.dir.append_event("Normal", "Admitted", "admitted by the local queue")
                 return True
             now = time.monotonic()
-            if now >= next_step:
-                self._admit_next()
-                next_step = now + RECHECK_SECONDS * (0.75 + 0.5 * random.random())
+            if now >= next_check:
+                next_check = now + RECHECK_SECONDS * (0.5 + random.random())
+                step_now = step_due(root)
                 continue
-            self._sleep(next_step - now)
+            step_now = False
+            self._sleep(next_check - now)
         return False
 
     def _release_quota_when_finished(self) -> None:
