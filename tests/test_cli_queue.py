@@ -127,3 +127,17 @@ def test_submit_with_a_bad_queue_name_creates_nothing(
     assert main(["submit", str(job_file(tmp_path, "job")), "--queue", "Not_A_Queue"]) == 2
     assert "--queue: 'Not_A_Queue': expected a queue name" in capsys.readouterr().err
     assert not (home / "jobs" / "default" / "job").exists()
+
+
+def test_a_damaged_queue_configuration_is_named_and_nothing_is_created(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home.mkdir()
+    (home / "queues.json").write_text('{"queues": {"q": {"cpu": "many"}}}')
+    assert main(["submit", str(job_file(tmp_path, "job")), "--queue", "q"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"{home / 'queues.json'}: cannot be read: cpu: 'many' is not a quantity"
+    )
+    assert main(["queue", "list"]) == 2
+    assert "queues.json: cannot be read" in capsys.readouterr().err
+    assert not (home / "jobs" / "default" / "job").exists()

@@ -57,7 +57,7 @@ from trainop_core.backends.local.state import (
     write_private,
 )
 from trainop_core.backends.local.status import is_finished
-from trainop_core.errors import DamagedJobError, InvalidJobError, NotFoundError, Problem
+from trainop_core.errors import DamagedJobError, InvalidConfigError, NotFoundError, Problem
 
 RECHECK_SECONDS = 3.0  # a waiting supervisor re-runs the step this often (crash recovery only)
 ADMITTED = "Admitted"
@@ -117,7 +117,7 @@ def state_file(job_dir: JobDir) -> Path:
 
 
 def load_config(root: StateRoot) -> QueueConfig:
-    """The configuration; a missing file is the default, a damaged one an InvalidJobError that
+    """The configuration; a missing file is the default, a damaged one an InvalidConfigError that
     names it and what is wrong."""
     path = config_file(root)
     try:
@@ -150,8 +150,9 @@ def change_config(root: StateRoot, change: Callable[[QueueConfig], None]) -> Que
     return config
 
 
-def _config_error(path: Path, what: str) -> InvalidJobError:
-    return InvalidJobError([Problem("", f"{path} cannot be read: {what[:200]}")])
+def _config_error(path: Path, what: str) -> InvalidConfigError:
+    problem = Problem("", f"cannot be read: {what[:200]} (fix or remove it)")
+    return InvalidConfigError([problem], source=str(path))
 
 
 # --- creation -------------------------------------------------------------------------------------
