@@ -19,7 +19,9 @@ from local_helpers import py
 from trainop_core.backends.local.queue import change_config, lock_file
 from trainop_core.backends.local.queueing import PRIORITY_FIELD, QUEUE_FIELD, QUEUE_LABEL, Resources
 from trainop_core.backends.local.state import JobDir, StateRoot, flocked
-from trainop_core.client import TrainingClient, job_state, queue_message
+from trainop_core.backends.local.watcher import MAX_RESTARTS
+from trainop_core.cli._output import state_label
+from trainop_core.client import TrainingClient, is_succeeded, job_state, queue_message
 from trainop_core.errors import InvalidJobError
 from trainop_core.testing.builders import wait_for
 
@@ -251,3 +253,30 @@ def test_a_wake_up_that_reaches_a_supervisor_still_starting_does_not_kill_it(
     os.kill(pid, signal.SIGUSR1)
     wait_for(lambda: state(client, "early") == "Succeeded", TIMEOUT, interval=0.1)
     assert restarted(home, ["early"]) == set()
+
+
+def test_a_supervisor_killed_again_and_again_is_replaced_five_times_then_left_lost(
+    client: TrainingClient, home: Path, tmp_path: Path
+) -> None:
+    records, release = tmp_path / "records", tmp_path / "release"
+    records.mkdir()
+    set_quota(home, "1")
+    client.create(queued_job("blocker", records, hold=release).build())
+    client.create(queued_job("victim", records).build())
+    victim = JobDir(home / "jobs" / "default" / "victim")
+    killed: list[int] = []
+
+    def new_supervisor() -> int | None:
+        pid = victim.read_supervisor_pid()
+        return pid if victim.supervisor_alive() and pid not in killed else None
+
+    for _ in range(MAX_RESTARTS + 1):
+        pid = wait_for(new_supervisor, TIMEOUT)
+        assert pid is not None
+        killed.append(pid)
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: state_label(client.get("victim")) == "Queued (supervisor lost)", TIMEOUT)
+    assert restarted(home, ["victim"]) == {"victim"}
+    assert sum(e["reason"] == "SupervisorRestarted" for e in victim.read_events()) == MAX_RESTARTS
+    release.touch()
+    assert is_succeeded(client.wait("victim", timeout=TIMEOUT))  # a client recovers it

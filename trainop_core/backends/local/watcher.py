@@ -24,6 +24,8 @@ from trainop_core.backends.local.status import failed_status, is_finished
 from trainop_core.backends.local.supervisor import STOP_SIGNALS, Supervisor
 from trainop_core.errors import TrainopError
 
+MAX_RESTARTS = 5  # per job, by watchers (see `restart_queued`)
+
 
 def serve(job_dir: JobDir, lock_fd: int) -> int:
     """Run the job: this process, which holds the job's lock on `lock_fd`, becomes the watcher
@@ -67,7 +69,7 @@ def restart_queued(job_dir: JobDir, lock_fd: int, killed_by: int) -> None:
         finished = is_finished(job_dir.read_job().get("status") or {})
     except (OSError, ValueError, TrainopError):
         return
-    if queued and not finished and not job_dir.control_file.exists():
+    if queued and not finished and not job_dir.control_file.exists() and _may_restart(job_dir):
         os.close(lock_fd)  # everything below us is gone: the job is free for a new supervisor
         with contextlib.suppress(OSError, TrainopError):
             name = signal.Signals(killed_by).name if killed_by in signal.valid_signals() else ""
@@ -77,6 +79,13 @@ def restart_queued(job_dir: JobDir, lock_fd: int, killed_by: int) -> None:
     if queued:
         with contextlib.suppress(OSError, TrainopError):
             admit(StateRoot(job_dir.path.parents[2]))  # no restarts from here: see `admit`
+
+
+def _may_restart(job_dir: JobDir) -> bool:
+    """At most MAX_RESTARTS replacements per job: a supervisor killed over and over (the OOM
+    killer) is left lost, for a client to recover, rather than restarted forever."""
+    events = job_dir.read_events()
+    return sum(e.get("reason") == "SupervisorRestarted" for e in events) < MAX_RESTARTS
 
 
 def watch(supervisor: int) -> int:
