@@ -11,6 +11,8 @@ from trainop_core.backends.local.queueing import (
     PRIORITY_FIELD,
     QUEUE_FIELD,
     QUEUE_LABEL,
+    WORKLOAD_PRIORITY_FIELD,
+    WORKLOAD_PRIORITY_LABEL,
     Entry,
     Resources,
     decide,
@@ -129,14 +131,29 @@ def test_no_queue_label_means_not_queued() -> None:
 
 
 def test_priority_comes_from_the_class_value() -> None:
-    assert priority_of(None, {}) == 0
-    assert priority_of("high", {"high": 100}) == 100
-    assert priority_of("system-node-critical", {}) == 2000001000
+    assert priority_of(None, None, {}) == 0
+    assert priority_of(None, "high", {"high": 100}) == 100
+    assert priority_of({}, "system-node-critical", {}) == 2000001000
 
 
-def test_an_unknown_priority_class_is_refused_naming_the_field_and_the_known_ones() -> None:
+def test_kueues_priority_class_label_wins_over_the_jobs_priority_class() -> None:
+    classes = {"high": 100, "low": 1}
+    assert priority_of({WORKLOAD_PRIORITY_LABEL: "high"}, "low", classes) == 100
+
+
+@pytest.mark.parametrize(
+    ("labels", "priority_class", "field"),
+    [
+        (None, "urgent", PRIORITY_FIELD),
+        ({WORKLOAD_PRIORITY_LABEL: "urgent"}, "high", WORKLOAD_PRIORITY_FIELD),
+    ],
+    ids=["in priorityClass", "in Kueue's priority-class label"],
+)
+def test_an_unknown_priority_class_is_refused_naming_the_field_and_the_known_ones(
+    labels: dict[str, str] | None, priority_class: str, field: str
+) -> None:
     with pytest.raises(InvalidJobError) as err:
-        priority_of("urgent", {"high": 100})
+        priority_of(labels, priority_class, {"high": 100})
     problem = err.value.problems[0]
-    assert problem.path == PRIORITY_FIELD
+    assert problem.path == field
     assert "'urgent' is not known here (known: high, system-cluster-critical" in problem.message

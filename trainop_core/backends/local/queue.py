@@ -167,7 +167,7 @@ def queue_record(
     name = queue_of(labels)
     if name is None:
         return None
-    priority = priority_of(priority_class, load_config(root).priority_classes)
+    priority = priority_of(labels, priority_class, load_config(root).priority_classes)
     return {
         "name": name,
         "priority": priority,

@@ -9,9 +9,10 @@ rules to the state directory is `queue`; nothing here does I/O.
   larger of its containers' sum and its largest init container). A container that requests no
   CPU counts as `DEFAULT_CPU` (1 CPU: a local replica is a process that can keep one core busy,
   like a LimitRange `defaultRequest`); one that requests no memory counts as 0.
-- **Priority**: `runPolicy.schedulingPolicy.priorityClass` names a class whose value is set
-  locally (`trainop queue priority NAME VALUE`, plus Kubernetes' two built-in system classes),
-  as Kueue takes the PriorityClass's value. No class: 0. An unknown class is refused at
+- **Priority**: `runPolicy.schedulingPolicy.priorityClass` (or Kueue's label
+  `kueue.x-k8s.io/priority-class`, which wins) names a class whose value is set locally
+  (`trainop queue priority NAME VALUE`, plus Kubernetes' two built-in system classes), as Kueue
+  takes the PriorityClass's value. No class: 0. An unknown class is refused at
   creation, naming the field, as Kubernetes refuses a pod whose priorityClassName is unknown.
 - **Order**: higher priority first, FIFO (by submission) within a priority. Like Kueue's default
   BestEffortFIFO, a job that does not fit now does not hold back smaller ones behind it; a job
@@ -33,6 +34,8 @@ from trainop_core.gang import format_quantity, parse_quantity
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 QUEUE_FIELD = f"metadata.labels[{QUEUE_LABEL}]"
 PRIORITY_FIELD = "spec.runPolicy.schedulingPolicy.priorityClass"
+WORKLOAD_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+WORKLOAD_PRIORITY_FIELD = f"metadata.labels[{WORKLOAD_PRIORITY_LABEL}]"
 DEFAULT_CPU = Decimal(1)
 # Kubernetes' built-in PriorityClasses, always known.
 SYSTEM_PRIORITY_CLASSES = {
@@ -99,9 +102,15 @@ def queue_of(labels: Mapping[str, str] | None) -> str | None:
     return name
 
 
-def priority_of(priority_class: str | None, classes: Mapping[str, int]) -> int:
+def priority_of(
+    labels: Mapping[str, str] | None, priority_class: str | None, classes: Mapping[str, int]
+) -> int:
     """The value of the job's priority class (0 for none); InvalidJobError naming the field
-    and the known classes if it is unknown."""
+    and the known classes if it is unknown. Kueue's label `kueue.x-k8s.io/priority-class` (a
+    WorkloadPriorityClass there) wins over `priorityClass`, as in Kueue; both name a local class."""
+    workload_class = (labels or {}).get(WORKLOAD_PRIORITY_LABEL)
+    field = WORKLOAD_PRIORITY_FIELD if workload_class else PRIORITY_FIELD
+    priority_class = workload_class or priority_class
     if not priority_class:
         return 0
     known = {**SYSTEM_PRIORITY_CLASSES, **classes}
@@ -112,7 +121,7 @@ def priority_of(priority_class: str | None, classes: Mapping[str, int]) -> int:
         f"priority class {priority_class[:70]!r} is not known here (known: {names}; "
         "`trainop queue priority NAME VALUE` defines one)"
     )
-    raise InvalidJobError([Problem(PRIORITY_FIELD, message)])
+    raise InvalidJobError([Problem(field, message)])
 
 
 def pod_requests(template: Mapping[str, Any]) -> Resources:
