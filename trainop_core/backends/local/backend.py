@@ -128,7 +128,7 @@ class LocalBackend:
             kill_recorded_replicas(job_dir)
             remove_tree(job_dir.path, strict=True)
             if queued:  # its place or its quota is free: admit whoever comes next
-                admit(self.root, spawn=spawn_supervisor)
+                self._admit_next()
 
     # --- JobControl -----------------------------------------------------------------------------
     def stop(self, name: str, namespace: str, reason: str) -> None:
@@ -207,6 +207,14 @@ class LocalBackend:
         if annotations:
             job.metadata.annotations = annotations
         return job
+
+    def _admit_next(self) -> None:
+        """An admission step after a deletion; the deletion is done whatever happens here (a
+        waiting supervisor's recheck runs the step again)."""
+        try:
+            admit(self.root, spawn=spawn_supervisor)
+        except (OSError, TrainopError) as exc:
+            log.warning("the local queue's admission step failed after the deletion: %s", exc)
 
     def _queue_record(self, job: TrainingJob) -> dict[str, Any] | None:
         """The job's place in the local queue (None: it carries no queue label); InvalidJobError

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -219,8 +220,8 @@ class _Seen:
 def admit(root: StateRoot, spawn: Callable[[JobDir], object] | None = None) -> list[JobDir]:
     """Run one admission step (see the module docstring); returns the jobs it admitted.
 
-    Afterwards every admitted, unfinished job's supervisor is poked (SIGUSR1); `spawn`, if
-    given, starts one for an admitted job that has none (a supervisor killed before it started
+    Afterwards the supervisor of each job it admitted is woken (SIGUSR1); `spawn`, if given,
+    starts one for any admitted, unfinished job that has none (a supervisor killed before it started
     its replicas). Supervisors pass no `spawn`: a process started from one would be adopted by
     its watcher, which kills whatever it adopted when its own job ends.
     """
@@ -284,6 +285,9 @@ def _write_state(seen: _Seen, state: dict[str, Any]) -> bool:
     try:
         write_json_atomic(state_file(seen.job_dir), state)
     except FileNotFoundError:  # deleted while we decided: it needs nothing any more
+        return False
+    except OSError as exc:  # this job's directory only (another user's, read-only): not the queue's
+        print(f"trainop queue: {seen.job_dir.key}: {exc}", file=sys.stderr)
         return False
     return True
 
