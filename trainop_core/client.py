@@ -176,10 +176,21 @@ class TrainingClient:
 # --- helpers integrations use ---------------------------------------------------------------------
 def job_state(job: TrainingJob) -> str:
     """The newest condition that holds (status True): Created, Running, Restarting, Succeeded,
-    Failed or Suspended; "Pending" before the job has any."""
+    Failed or Suspended; before the job has any, "Queued" while the local queue holds it
+    (`queue_message` says why), else "Pending"."""
     conditions = job.status.conditions if job.status else []
     held = [c for c in conditions if c.status.value == "True"]
-    return held[-1].type.value if held else "Pending"
+    if held:
+        return held[-1].type.value
+    annotations = job.metadata.annotations or {}
+    return "Queued" if annotations.get("local.trainop.dev/queue-state") == "Queued" else "Pending"
+
+
+def queue_message(job: TrainingJob) -> str:
+    """Why the local queue holds the job ("" if it does not)."""
+    if job_state(job) != "Queued":
+        return ""
+    return (job.metadata.annotations or {}).get("local.trainop.dev/queue-message", "")
 
 
 def is_finished(job: TrainingJob) -> bool:

@@ -31,8 +31,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Without NAME, list the jobs of the namespace (-A: of every namespace) as a table: "
             "NAME, KIND, STATE (the newest true condition), AGE and REPLICAS (per replica type, "
-            "running or succeeded / desired). With NAME, that job only. -o yaml|json prints the "
-            "jobs with their status. A job whose stored state is damaged is listed as Damaged, "
+            "running or succeeded / desired), and MESSAGE when a job is Queued: why the local "
+            "queue holds it (see `trainop queue`). With NAME, that job only. -o yaml|json prints "
+            "the jobs with their status. A job whose stored state is damaged is listed as Damaged, "
             "with what is wrong on stderr. Exit codes: 0, 1 no such job, 2 invalid name."
         ),
     )
@@ -76,8 +77,13 @@ def _render(jobs: list[TrainingJob], output: str, with_namespace: bool) -> str:
             return dump_json(jobs[0]).rstrip()
         items = [to_wire(job) for job in jobs]
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
+    from trainop_core.client import queue_message
+
     header = ["NAME", "KIND", "STATE", "AGE", "REPLICAS"]
     rows = [[job.name, job.kind, state_label(job), age(job), replica_summary(job)] for job in jobs]
+    if any(queue_message(job) for job in jobs):
+        header.append("MESSAGE")
+        rows = [[*row, queue_message(job)] for job, row in zip(jobs, rows, strict=True)]
     if with_namespace:
         header = ["NAMESPACE", *header]
         rows = [[job.namespace, *row] for job, row in zip(jobs, rows, strict=True)]

@@ -20,6 +20,7 @@ COMMANDS = (
     "get",
     "logs",
     "delete",
+    "queue",
     "validate",
     "render",
     "crds",

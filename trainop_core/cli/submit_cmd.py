@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainop_core.cli._output import (
     EXIT_OK,
@@ -14,7 +14,10 @@ from trainop_core.cli._output import (
     resource,
     setup_logging,
 )
-from trainop_core.errors import TrainopError
+from trainop_core.errors import InvalidJobError, Problem, TrainopError
+
+if TYPE_CHECKING:
+    from trainop_core.api.job import TrainingJob
 
 
 def register(subparsers: Any) -> None:
@@ -28,6 +31,13 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("file", type=Path, help="the job's YAML or JSON file")
+    parser.add_argument(
+        "--queue",
+        metavar="NAME",
+        help="set the label kueue.x-k8s.io/queue-name: NAME (replacing the file's): the job "
+        "waits in queue NAME (locally: `trainop queue`; on Kubernetes: Kueue's LocalQueue NAME) "
+        "until it has room for the job's requests",
+    )
     add_backend_options(parser, namespace_help="create the job in this namespace", decorators=True)
     parser.set_defaults(func=run)
 
@@ -35,8 +45,26 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     setup_logging()
     try:
-        job = make_client(args).create(args.file, namespace=args.namespace)
+        client = make_client(args)
+        if args.queue is None:
+            job = client.create(args.file, namespace=args.namespace)
+        else:
+            queued, workdir = _queued(args.file, args.queue, args.namespace)
+            job = client.create(queued, namespace=args.namespace, workdir=workdir)
     except TrainopError as err:
         return report_error(err)
     print(f"{resource(job.kind)}/{job.name} created")
     return EXIT_OK
+
+
+def _queued(path: Path, queue: str, namespace: str | None) -> tuple[TrainingJob, Path]:
+    """The job of `path` carrying the queue label, and the directory its paths resolve in."""
+    from trainop_core.backends.local.queueing import QUEUE_LABEL, is_queue_name
+    from trainop_core.client import prepare_source
+
+    if not is_queue_name(queue):
+        problem = Problem("--queue", f"{queue[:70]!r}: expected a queue name (a DNS label)")
+        raise InvalidJobError([problem])
+    _, job, workdir = prepare_source(path, namespace)
+    job.metadata.labels = {**(job.metadata.labels or {}), QUEUE_LABEL: queue}
+    return job, workdir

@@ -27,6 +27,9 @@ from trainop_core.backends.local.leases import Leases, hold_shared
 from trainop_core.backends.local.limits import replica_limit_problems
 from trainop_core.backends.local.logs import follow_logs, read_logs, replica_order
 from trainop_core.backends.local.procs import JOB_MARKER, kill_marked, kill_session
+from trainop_core.backends.local.queue import QUEUED, admit, queue_record
+from trainop_core.backends.local.queue import read_state as queue_state
+from trainop_core.backends.local.queueing import job_requests
 from trainop_core.backends.local.spawn import spawn_supervisor
 from trainop_core.backends.local.state import (
     JobDir,
@@ -54,6 +57,8 @@ log = logging.getLogger("trainop")
 
 SUPERVISOR_ANNOTATION = "local.trainop.dev/supervisor"  # "lost" when its supervisor died
 DAMAGED_ANNOTATION = "local.trainop.dev/damaged"  # what is wrong with a job's stored state
+QUEUE_STATE_ANNOTATION = "local.trainop.dev/queue-state"  # "Queued" while the local queue holds it
+QUEUE_MESSAGE_ANNOTATION = "local.trainop.dev/queue-message"  # ... and why
 STOP_TIMEOUT_SECONDS = 60.0
 
 
@@ -86,8 +91,9 @@ class LocalBackend:
             )
             if problems:  # before anything is allocated, locked or written
                 raise InvalidJobError(problems, job=f"{job.kind}/{job.name}")
+            queued = self._queue_record(job)
             where = Path(workdir or os.getcwd()).resolve()
-            job_dir, created = self._materialise(job, kind, wire, where)
+            job_dir, created = self._materialise(job, kind, wire, where, queued)
             for message in local_warnings(specs, kind.replica_field, kind.default_container):
                 job_dir.append_event("Warning", "LocalBackend", message)
                 log.warning("%s %s: %s", job.kind, job.key, message)
@@ -116,10 +122,13 @@ class LocalBackend:
         with self._state_errors(f"delete job {namespace}/{name}"):
             job_dir = self.root.existing(name, namespace)
             job_dir.check_removable()  # before anything is stopped: all of it, or nothing
+            queued = _is_queued(job_dir)
             self._leases.release(job_dir)
             self._stop_supervisor(job_dir, {"delete": True, "reason": "deleted"})
             kill_recorded_replicas(job_dir)
             remove_tree(job_dir.path, strict=True)
+            if queued:  # its place or its quota is free: admit whoever comes next
+                self._admit_next()
 
     # --- JobControl -----------------------------------------------------------------------------
     def stop(self, name: str, namespace: str, reason: str) -> None:
@@ -186,14 +195,47 @@ class LocalBackend:
             return damaged_job(job_dir, str(err))
         except (TrainopError, LookupError, ValueError) as err:  # unknown kind, invalid spec
             return damaged_job(job_dir, str(job_dir.damaged(f"job.json: {_first_line(err)}")))
-        if not is_finished(data.get("status") or {}) and not job_dir.supervisor_alive():
-            annotations = dict(job.metadata.annotations or {})
+        if is_finished(data.get("status") or {}):
+            return job
+        annotations = dict(job.metadata.annotations or {})
+        if not job_dir.supervisor_alive():
             annotations[SUPERVISOR_ANNOTATION] = "lost"
+        queued = queue_state(job_dir)
+        if queued.get("state") == QUEUED:  # what the queue last said: why it waits
+            annotations[QUEUE_STATE_ANNOTATION] = QUEUED
+            annotations[QUEUE_MESSAGE_ANNOTATION] = str(queued.get("message", ""))[:1000]
+        if annotations:
             job.metadata.annotations = annotations
         return job
 
+    def _admit_next(self) -> None:
+        """An admission step after a deletion; the deletion is done whatever happens here (a
+        waiting supervisor's recheck runs the step again)."""
+        try:
+            admit(self.root, spawn=spawn_supervisor)
+        except (OSError, TrainopError) as exc:
+            log.warning("the local queue's admission step failed after the deletion: %s", exc)
+
+    def _queue_record(self, job: TrainingJob) -> dict[str, Any] | None:
+        """The job's place in the local queue (None: it carries no queue label); InvalidJobError
+        for a bad queue name or priority class, before anything is written."""
+        policy = job.spec.run_policy.scheduling_policy
+        return queue_record(
+            job.metadata.labels,
+            policy.priority_class if policy is not None else None,
+            lambda: job_requests(
+                (spec.replicas or 0, spec.template) for spec in job.spec.replica_specs.values()
+            ),
+            self.root,
+        )
+
     def _materialise(
-        self, job: TrainingJob, kind: Kind, wire: dict[str, Any], workdir: Path
+        self,
+        job: TrainingJob,
+        kind: Kind,
+        wire: dict[str, Any],
+        workdir: Path,
+        queued: dict[str, Any] | None,
     ) -> tuple[JobDir, TrainingJob]:
         """Write the whole job directory aside, then rename it into place (atomic, and failing
         if the name is taken): nothing is ever half-created. Returns it and the job as stored."""
@@ -208,6 +250,8 @@ class LocalBackend:
                     "ports": ports,
                     "decorators": self.decorators.to_dict(),
                 }
+                if queued is not None:
+                    local["queue"] = queued
                 _write_new_job(tmp, wire, local)
                 stored = kind.job_model.model_validate(wire)
                 os.rename(tmp.path, final.path)
@@ -282,6 +326,14 @@ def damaged_job(job_dir: JobDir, message: str) -> TrainingJob:
         kind = raw["kind"] if isinstance(raw, dict) and isinstance(raw.get("kind"), str) else ""
     meta = ObjectMeta(name=name, namespace=namespace, annotations={DAMAGED_ANNOTATION: message})
     return TrainingJob(kind=kind[:63], metadata=meta, spec=JobSpec(replica_specs={}))
+
+
+def _is_queued(job_dir: JobDir) -> bool:
+    try:
+        local = read_json(job_dir.local_file)
+    except (OSError, ValueError):
+        return False
+    return isinstance(local, dict) and local.get("queue") is not None
 
 
 def _first_line(err: BaseException) -> str:

@@ -37,20 +37,21 @@ _BOOT = (
 )
 
 
-def spawn_supervisor(job_dir: JobDir, *, new_job: bool = False) -> bool:
+def spawn_supervisor(job_dir: JobDir, *, new_job: bool = False, fresh: bool = False) -> bool:
     """Start the job's supervisor, detached; False if a supervisor already holds the lock.
 
     For a `new_job` no supervisor can exist yet: the lock is waited for (a client checking
     `supervisor_alive` holds it for an instant). A job being deleted gets none either: the
     deletion stopped its supervisor on purpose, and a follower restarting it meanwhile would
-    see the replicas the deletion killed as failed and record the job Failed."""
+    see the replicas the deletion killed as failed and record the job Failed. `fresh`: exec a
+    new interpreter even where forking would do (a watcher restarting its own supervisor)."""
     fd = open_lock(job_dir.supervisor_lock)
     try:
         if not _lock(fd, wait=new_job) or _deleting(job_dir):
             return False
         job_dir.control_file.unlink(missing_ok=True)
         job_dir.supervisor_pid.unlink(missing_ok=True)  # the new supervisor writes its own
-        if _single_threaded():
+        if _single_threaded() and not fresh:
             _fork(job_dir, fd)
         else:
             _exec(job_dir, fd)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import select
 import signal
 import sys
@@ -40,8 +41,17 @@ from trainop_core.backends.local.procs import (
     JOB_MARKER,
     kill_marked,
 )
+from trainop_core.backends.local.queue import (
+    RECHECK_SECONDS,
+    admit,
+    is_admitted,
+    record_of,
+    step_due,
+)
+from trainop_core.backends.local.queueing import Entry
 from trainop_core.backends.local.state import (
     JobDir,
+    StateRoot,
     read_json,
     remove_tree,
     write_json_atomic,
@@ -81,6 +91,8 @@ class Supervisor:
         self.dir = job_dir
         local = job_dir.read_local()
         self.workdir: str = local["workdir"]
+        self.queued = _queue_entry(job_dir, local)  # None: not queued (see `queue`)
+        self._quota_released = False
         self.addressing = LocalAddressing(local["ports"])
         data = job_dir.read_job()
         self.kind = default_registry().get(data["kind"])
@@ -109,8 +121,11 @@ class Supervisor:
         previous = self._install_signals()
         try:
             self._recover()
+            if not self._wait_for_admission():
+                return self._stop()
             while not self._stop_requested():
                 plan = self._reconcile_until_settled()
+                self._release_quota_when_finished()
                 if plan.delete_job and not self._deletion_held():
                     return self._delete_job()
                 if not plan.delete_job and self._done(plan):
@@ -127,6 +142,8 @@ class Supervisor:
             kill_marked(JOB_MARKER, str(self.dir.path))  # what the replicas left anywhere
             self._write_pods()
             self._restore_signals(previous)
+            if self.queued is not None:  # stopped, deleted, failed: its quota may be free now
+                self._admit_next()
 
     def _reconcile_until_settled(self) -> Plan:
         for _ in range(MAX_ROUNDS_AT_ONCE):
@@ -184,6 +201,47 @@ class Supervisor:
             candidates.append(plan.requeue_after)
         candidates += [w - now for p in self.pods.values() if (w := p.next_wakeup()) is not None]
         return max(0.0, min(candidates))
+
+    # --- the local queue -------------------------------------------------------------------------
+    def _wait_for_admission(self) -> bool:
+        """A queued job waits here, before any replica exists, until an admission step admits
+        it: True then (or at once for a job that is not queued), False if it is stopped first.
+        It runs the step itself when it starts, then whenever no step has completed for
+        RECHECK_SECONDS (see `queue.step_due`), which is what finishes the work of a step that
+        crashed; an admission by another process wakes it (SIGUSR1)."""
+        if self.queued is None:
+            return True
+        root = StateRoot(self.dir.path.parents[2])
+        step_now, next_check = True, 0.0
+        while not self._stop_requested():
+            if step_now:
+                self._admit_next()
+            if is_admitted(self.dir, self.queued.enqueued):
+                self.dir.append_event("Normal", "Admitted", "admitted by the local queue")
+                return True
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + RECHECK_SECONDS * (0.5 + random.random())
+                step_now = step_due(root)
+                continue
+            step_now = False
+            self._sleep(next_check - now)
+        return False
+
+    def _release_quota_when_finished(self) -> None:
+        """Once the job has finished, its quota is free: run a step for whoever waits."""
+        if self.queued is None or self._quota_released:
+            return
+        if is_finished(self._job_status()):
+            self._quota_released = True
+            self._admit_next()
+
+    def _admit_next(self) -> None:
+        """One admission step, without restarting anyone (see `queue.admit`)."""
+        try:
+            admit(StateRoot(self.dir.path.parents[2]))
+        except Exception:  # the queue's trouble (a damaged queues.json) is not this job's
+            traceback.print_exc()
 
     # --- state -----------------------------------------------------------------------------------
     def _load_job(self) -> Any:
@@ -361,6 +419,14 @@ class Supervisor:
                         break
                 except BlockingIOError:
                     break
+
+
+def _queue_entry(job_dir: JobDir, local: dict[str, Any]) -> Entry | None:
+    try:
+        found = record_of(local)
+    except ValueError as exc:
+        raise job_dir.damaged(str(exc)) from None
+    return None if found is None else found[1]
 
 
 def _default_planner() -> Callable[..., Plan]:

@@ -19,10 +19,12 @@ import traceback
 from typing import Any
 
 from trainop_core.backends.local.procs import kill_children, set_child_subreaper
-from trainop_core.backends.local.state import JobDir, write_private
+from trainop_core.backends.local.state import JobDir, read_json, write_private
 from trainop_core.backends.local.status import failed_status, is_finished
 from trainop_core.backends.local.supervisor import STOP_SIGNALS, Supervisor
 from trainop_core.errors import TrainopError
+
+MAX_RESTARTS = 5  # per job, by watchers (see `restart_queued`)
 
 
 def serve(job_dir: JobDir, lock_fd: int) -> int:
@@ -37,6 +39,9 @@ def serve(job_dir: JobDir, lock_fd: int) -> int:
     if pid == 0:
         code = 1
         try:
+            # SIGUSR1 only says "look again", and the supervisor looks once it is ready; until it
+            # has its handler, the signal's default action would kill it.
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
             write_private(job_dir.supervisor_pid, f"{os.getpid()}\n")
             code = run_job(job_dir)
         except BaseException:
@@ -44,7 +49,43 @@ def serve(job_dir: JobDir, lock_fd: int) -> int:
         finally:
             sys.stderr.flush()
             os._exit(code)
-    return watch(pid)
+    code = watch(pid)
+    if code > 128:  # killed by a signal: a queued job is not left without a supervisor
+        restart_queued(job_dir, lock_fd, code - 128)
+    return code
+
+
+def restart_queued(job_dir: JobDir, lock_fd: int, killed_by: int) -> None:
+    """Start a new supervisor for a queued, unfinished job whose supervisor was killed, unless
+    someone asked it to stop, then run the admission step the supervisor may not have run (its
+    job finished and it was killed before it could let the next one in). Other local jobs wait
+    for a client to recover them; a queued one may hold quota that every job behind it needs."""
+    from trainop_core.backends.local.queue import admit, record_of
+    from trainop_core.backends.local.spawn import spawn_supervisor
+    from trainop_core.backends.local.state import StateRoot
+
+    try:
+        queued = record_of(read_json(job_dir.local_file)) is not None
+        finished = is_finished(job_dir.read_job().get("status") or {})
+    except (OSError, ValueError, TrainopError):
+        return
+    if queued and not finished and not job_dir.control_file.exists() and _may_restart(job_dir):
+        os.close(lock_fd)  # everything below us is gone: the job is free for a new supervisor
+        with contextlib.suppress(OSError, TrainopError):
+            name = signal.Signals(killed_by).name if killed_by in signal.valid_signals() else ""
+            message = f"the supervisor was killed ({name or killed_by}); a new one was started"
+            job_dir.append_event("Warning", "SupervisorRestarted", message)
+            spawn_supervisor(job_dir, fresh=True)
+    if queued:
+        with contextlib.suppress(OSError, TrainopError):
+            admit(StateRoot(job_dir.path.parents[2]))  # no restarts from here: see `admit`
+
+
+def _may_restart(job_dir: JobDir) -> bool:
+    """At most MAX_RESTARTS replacements per job: a supervisor killed over and over (the OOM
+    killer) is left lost, for a client to recover, rather than restarted forever."""
+    events = job_dir.read_events()
+    return sum(e.get("reason") == "SupervisorRestarted" for e in events) < MAX_RESTARTS
 
 
 def watch(supervisor: int) -> int:
