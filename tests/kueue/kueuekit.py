@@ -69,8 +69,9 @@ class Queues:
     local_queue: str = "team"
 
     def create(self) -> Queues:
-        self.flavor = f"{self.namespace}-flavor"
-        self.cluster_queue = f"{self.namespace}-cq"
+        suffix = self.namespace.rsplit("-", 1)[-1]  # the namespace's random part
+        self.flavor = f"flavor-{suffix}"
+        self.cluster_queue = f"cq-{suffix}"
         self.rest.create(f"{API}/resourceflavors", self._flavor())
         self.rest.create(f"{API}/clusterqueues", self._cluster_queue())
         local = {

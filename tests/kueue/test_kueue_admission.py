@@ -99,3 +99,98 @@ def test_more_jobs_than_the_quota_holds_run_within_it_in_queue_order_and_all_suc
         assert TOLERATION_KEY in [t.get("key") for t in pod["spec"].get("tolerations", [])]
     # Kueue read each job's Running condition as "pods ready".
     assert admissions.pods_ready >= set(names)
+
+
+@pytest.fixture
+def priorities(k8s: K8s) -> Iterator[dict[str, str]]:
+    """PriorityClasses `low` (100) and `high` (1000), named after the test's namespace."""
+    path = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    names = {level: f"{k8s.namespace}-{level}" for level in ("low", "high")}
+    for level, value in (("low", 100), ("high", 1000)):
+        k8s.rest.create(path, {"metadata": {"name": names[level]}, "value": value})
+    yield names
+    for name in names.values():
+        k8s.rest.delete(f"{path}/{name}")
+
+
+def flavor_of(job_obj: dict, rtype: str) -> str | None:
+    template = job_obj["spec"]["pytorchReplicaSpecs"][rtype]["template"]
+    return (template.get("spec", {}).get("nodeSelector") or {}).get(FLAVOR_LABEL)
+
+
+def test_a_higher_priority_job_preempts_a_lower_one_suspended_restored_readmitted_succeeding(
+    k8s: K8s, queues: Queues, priorities: dict[str, str]
+) -> None:
+    k8s.kubelet.rules[:] = [Rule("low-*", run_seconds=None), Rule("*", run_seconds=1.0)]
+    load, admissions, versions = PodLoad(), Admissions(), []
+    ns = k8s.namespace
+    low_path = job_path(ns, "PyTorchJob", "low")
+    with (
+        watching(k8s.rest, f"/api/v1/namespaces/{ns}/pods", load),
+        watching(k8s.rest, f"{API}/namespaces/{ns}/workloads", admissions),
+        watching(k8s.rest, job_path(ns, "PyTorchJob"), lambda _, obj: versions.append(obj)),
+        k8s.operator(),
+    ):
+        low = job("PyTorchJob", "low", queues.local_queue, cpu=1000, priority=priorities["low"])
+        create(k8s, "PyTorchJob", low)
+
+        def low_running() -> dict | None:
+            stored = k8s.rest.get(low_path)
+            active = {
+                r: s.get("active")
+                for r, s in stored.get("status", {}).get("replicaStatuses", {}).items()
+            }
+            return (
+                stored
+                if is_true(stored, "Running") and active == {"Master": 1, "Worker": 1}
+                else None
+            )
+
+        wait_for(low_running, timeout=30, interval=0.05)
+        first_pods = {
+            uid for uid, p in load.seen.items() if p["metadata"]["name"].startswith("low-")
+        }
+        assert len(first_pods) == 2
+
+        high = job("PyTorchJob", "high", queues.local_queue, cpu=1000, priority=priorities["high"])
+        create(k8s, "PyTorchJob", high)
+        wait_for(lambda: succeeded(k8s, "PyTorchJob", "high"), timeout=60, interval=0.1)
+
+        def low_pods_again() -> list[str]:
+            names = [
+                p["metadata"]["name"]
+                for uid, p in list(load.pods.items())
+                if p["metadata"]["name"].startswith("low-")
+                and uid not in first_pods
+                and (p.get("status") or {}).get("phase") == "Running"
+            ]
+            return names if len(names) == 2 else []
+
+        for pod in sorted(wait_for(low_pods_again, timeout=60, interval=0.05), reverse=True):
+            k8s.kubelet.terminate(ns, pod, exit_code=0)  # worker first, then master
+        wait_for(lambda: succeeded(k8s, "PyTorchJob", "low"), timeout=30, interval=0.1)
+
+    assert load.peak <= QUOTA_MILLICORES, f"CPU in use peaked at {load.peak}m: {load.peak_pods}"
+    assert admissions.admitted() == ["low", "high"]  # low's second admission is not a new entry
+    lows = [v for v in versions if v["metadata"]["name"] == "low"]
+    # Kueue's view of low over time: admitted (flavor in the templates), suspended with its
+    # templates restored, admitted again; trainop's pods followed each step.
+    phases: list[str] = []
+    for version in lows:
+        suspended = version["spec"]["runPolicy"].get("suspend")
+        flavors = {flavor_of(version, r) for r in ("Master", "Worker")}
+        phase = "suspended" if suspended else "admitted"
+        assert flavors == ({None} if suspended else {queues.flavor}), (phase, flavors)
+        if not phases or phases[-1] != phase:
+            phases.append(phase)
+    assert phases == ["suspended", "admitted", "suspended", "admitted"]
+    evicted = [v for v in lows if is_true(v, "Suspended") and v["status"].get("startTime")]
+    assert evicted, "trainop never reported the preempted job Suspended"
+    assert all(
+        not s.get("active")
+        for v in evicted
+        for s in v["status"].get("replicaStatuses", {}).values()
+    )
+    first = [load.seen[uid] for uid in first_pods]
+    assert all(p["metadata"].get("deletionTimestamp") for p in first), "preempted pods not deleted"
+    assert is_true(k8s.rest.get(low_path), "Succeeded")
