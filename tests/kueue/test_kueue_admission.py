@@ -9,7 +9,11 @@ Kueue reads, and give back pods when Kueue suspends a job again.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from k8s import K8s
@@ -20,6 +24,7 @@ from kueuekit import (
     Admissions,
     PodLoad,
     Queues,
+    condition,
     is_true,
     job,
     job_path,
@@ -33,6 +38,7 @@ from trainop_core.testing.kueue import API, Kueue
 
 pytestmark = pytest.mark.kueue
 QUOTA_MILLICORES = 2000
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -194,3 +200,58 @@ def test_a_higher_priority_job_preempts_a_lower_one_suspended_restored_readmitte
     first = [load.seen[uid] for uid in first_pods]
     assert all(p["metadata"].get("deletionTimestamp") for p in first), "preempted pods not deleted"
     assert is_true(k8s.rest.get(low_path), "Succeeded")
+
+
+def trainop_get(k8s: K8s, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": str(k8s.kubeconfig), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "trainop_core", "get", *args, "--backend", "kubernetes"]
+    return subprocess.run(
+        [*command, "-n", k8s.namespace], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_job_bigger_than_the_quota_stays_pending_and_trainop_get_shows_kueues_reason(
+    k8s: K8s, queues: Queues
+) -> None:
+    k8s.kubelet.rules[:] = [Rule("*", run_seconds=None)]
+    ns = k8s.namespace
+    with k8s.operator():
+        create(k8s, "PyTorchJob", job("PyTorchJob", "big", queues.local_queue, cpu=2000))
+        create(k8s, "TFJob", job("TFJob", "fits", queues.local_queue))
+
+        def kueue_reason() -> str:
+            for workload in workloads(k8s):
+                found = condition(workload, "QuotaReserved")
+                if owner_name(workload) == "big" and found and found["status"] == "False":
+                    return str(found["message"])
+            return ""
+
+        reason = wait_for(kueue_reason, timeout=30, interval=0.1)
+        assert "insufficient quota for cpu" in reason
+        fits = job_path(ns, "TFJob", "fits")
+        wait_for(lambda: is_true(k8s.rest.get(fits), "Running"), timeout=30, interval=0.1)
+        big = wait_for(
+            lambda: (
+                (b := k8s.rest.get(job_path(ns, "PyTorchJob", "big")))
+                and is_true(b, "Suspended")
+                and b
+            ),
+            timeout=30,
+            interval=0.1,
+        )
+        # trainop saw it and created nothing: Kueue keeps it suspended, it has no pod.
+        assert big["spec"]["runPolicy"]["suspend"] is True
+        pods = k8s.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+        assert sorted(p["metadata"]["name"] for p in pods) == ["fits-chief-0", "fits-worker-0"]
+
+        listed = trainop_get(k8s)
+        one = trainop_get(k8s, "big")
+
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines() if line}
+    assert rows["big"][2] == "Queued"
+    assert rows["fits"][2] == "Running"
+    expected = f"big: queued: Pending: {' '.join(reason.split())}"
+    assert expected in listed.stdout.splitlines()
+    assert one.returncode == 0, one.stderr
+    assert expected in one.stdout.splitlines()

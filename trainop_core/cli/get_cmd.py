@@ -31,9 +31,11 @@ def register(subparsers: Any) -> None:
         description=(
             "Without NAME, list the jobs of the namespace (-A: of every namespace) as a table: "
             "NAME, KIND, STATE (the newest true condition), AGE and REPLICAS (per replica type, "
-            "running or succeeded / desired). With NAME, that job only. -o yaml|json prints the "
-            "jobs with their status. A job whose stored state is damaged is listed as Damaged, "
-            "with what is wrong on stderr. Exit codes: 0, 1 no such job, 2 invalid name."
+            "running or succeeded / desired); a job waiting in a queue (Kueue, on Kubernetes) "
+            "is Queued, with the queue's reason on a line after the table. With NAME, that job "
+            "only. -o yaml|json prints the jobs with their status. A job whose stored state is "
+            "damaged is listed as Damaged, with what is wrong on stderr. Exit codes: 0, 1 no "
+            "such job, 2 invalid name."
         ),
     )
     parser.add_argument("name", nargs="?", metavar="NAME", help="job name")
@@ -62,11 +64,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"No resources found in {where}.", file=sys.stderr)
         return EXIT_OK
     warn_damaged(jobs)
-    print(_render(jobs, args.output, args.all_namespaces and not args.name))
+    try:
+        queued = client.queue_reasons(jobs) if args.output == "table" else {}
+    except TrainopError as err:
+        return report_error(err)
+    print(_render(jobs, args.output, args.all_namespaces and not args.name, queued))
     return EXIT_OK
 
 
-def _render(jobs: list[TrainingJob], output: str, with_namespace: bool) -> str:
+def _render(
+    jobs: list[TrainingJob], output: str, with_namespace: bool, queued: dict[str, str]
+) -> str:
     from trainop_core.api.load import dump_json, dump_yaml, to_wire
 
     if output == "yaml":
@@ -77,8 +85,27 @@ def _render(jobs: list[TrainingJob], output: str, with_namespace: bool) -> str:
         items = [to_wire(job) for job in jobs]
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
     header = ["NAME", "KIND", "STATE", "AGE", "REPLICAS"]
-    rows = [[job.name, job.kind, state_label(job), age(job), replica_summary(job)] for job in jobs]
+    rows = [
+        [job.name, job.kind, _state(job, queued), age(job), replica_summary(job)] for job in jobs
+    ]
     if with_namespace:
         header = ["NAMESPACE", *header]
         rows = [[job.namespace, *row] for job, row in zip(jobs, rows, strict=True)]
-    return table([header, *rows])
+    return "\n".join([table([header, *rows]), *_queue_lines(jobs, queued, with_namespace)])
+
+
+def _state(job: TrainingJob, queued: dict[str, str]) -> str:
+    return "Queued" if str(job.metadata.uid) in queued else state_label(job)
+
+
+def _queue_lines(
+    jobs: list[TrainingJob], queued: dict[str, str], with_namespace: bool
+) -> list[str]:
+    """One line per queued job after the table: why the queue has not admitted it."""
+    lines = []
+    for job in jobs:
+        reason = queued.get(str(job.metadata.uid))
+        if reason:
+            name = f"{job.namespace}/{job.name}" if with_namespace else job.name
+            lines.append(f"{name}: queued: {' '.join(reason.split())}")
+    return ["", *lines] if lines else []
