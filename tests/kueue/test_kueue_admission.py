@@ -255,3 +255,26 @@ def test_a_job_bigger_than_the_quota_stays_pending_and_trainop_get_shows_kueues_
     assert expected in listed.stdout.splitlines()
     assert one.returncode == 0, one.stderr
     assert expected in one.stdout.splitlines()
+
+
+def test_a_job_multikueue_manages_is_left_alone_while_the_next_one_runs_to_success(
+    k8s: K8s, queues: Queues
+) -> None:
+    # MultiKueue marks the jobs it runs on a worker cluster with runPolicy.managedBy; on the
+    # manager cluster the operator must neither start pods for them nor write their status.
+    k8s.kubelet.rules[:] = [Rule("*", run_seconds=0.2)]
+    ns = k8s.namespace
+    elsewhere = job("XGBoostJob", "elsewhere", queues.local_queue)
+    elsewhere["spec"]["runPolicy"] = {"managedBy": "kueue.x-k8s.io/multikueue"}
+    load = PodLoad()
+    with watching(k8s.rest, f"/api/v1/namespaces/{ns}/pods", load), k8s.operator():
+        create(k8s, "XGBoostJob", elsewhere)
+        create(k8s, "XGBoostJob", job("XGBoostJob", "here", queues.local_queue))
+        wait_for(lambda: succeeded(k8s, "XGBoostJob", "here"), timeout=60, interval=0.1)
+        stored = k8s.rest.get(job_path(ns, "XGBoostJob", "elsewhere"))
+    assert stored["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    assert not (stored.get("status") or {}).get("conditions"), stored.get("status")
+    assert sorted(p["metadata"]["name"] for p in load.seen.values()) == [
+        "here-master-0",
+        "here-worker-0",
+    ]
