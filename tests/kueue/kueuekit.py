@@ -67,6 +67,7 @@ class Queues:
     flavor: str = ""
     cluster_queue: str = ""
     local_queue: str = "team"
+    admission_check: str = ""  # an AdmissionCheck every workload must pass, if given
 
     def create(self) -> Queues:
         suffix = self.namespace.rsplit("-", 1)[-1]  # the namespace's random part
@@ -100,6 +101,11 @@ class Queues:
                 if err.status != 404:
                     raise
 
+    def _checks(self) -> Obj:
+        if not self.admission_check:
+            return {}
+        return {"admissionChecksStrategy": {"admissionChecks": [{"name": self.admission_check}]}}
+
     def _flavor(self) -> Obj:
         # Kueue writes the flavor's node labels and tolerations into every admitted pod template.
         toleration = {"key": TOLERATION_KEY, "operator": "Exists", "effect": "NoSchedule"}
@@ -121,6 +127,7 @@ class Queues:
                 },
                 "queueingStrategy": "StrictFIFO",
                 "preemption": {"withinClusterQueue": "LowerPriority"},
+                **self._checks(),
                 "resourceGroups": [
                     {
                         "coveredResources": ["cpu"],

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,77 @@ def test_a_job_multikueue_manages_is_left_alone_while_the_next_one_runs_to_succe
         "here-master-0",
         "here-worker-0",
     ]
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def admission_check(k8s: K8s) -> Iterator[str]:
+    """An AdmissionCheck whose controller this test plays: it is Active at once."""
+    name = f"check-{k8s.namespace.rsplit('-', 1)[-1]}"
+    path = f"{API}/admissionchecks"
+    check = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck"}
+    check.update(metadata={"name": name}, spec={"controllerName": "test/check"})
+    k8s.rest.create(path, check)
+    active = {"type": "Active", "status": "True", "reason": "Active", "message": "the test",
+              "lastTransitionTime": now()}  # fmt: skip
+    k8s.rest.patch(f"{path}/{name}/status", {"status": {"conditions": [active]}})
+    yield name
+    k8s.rest.delete(f"{path}/{name}")
+
+
+def test_labels_and_annotations_an_admission_check_adds_reach_every_pod_of_the_admitted_job(
+    k8s: K8s, kueue: Kueue, admission_check: str
+) -> None:
+    # An admission check (as a provisioning controller would) hands Kueue pod set updates with
+    # labels, annotations, a node selector and tolerations; Kueue merges them into the job's
+    # templates at admission and trainop's pods must carry them.
+    k8s.kubelet.rules[:] = [Rule("*", run_seconds=0.2)]
+    ns = k8s.namespace
+    queues = Queues(k8s.rest, ns, cpu="2", admission_check=admission_check).create()
+    wait_for(queues.active, timeout=30, interval=0.1)
+    update = {
+        "labels": {"trainop.testing/checked": "yes"},
+        "annotations": {"trainop.testing/note": "provisioned by the check"},
+        "nodeSelector": {"trainop.testing/pool": "checked"},
+    }
+    load = PodLoad()
+    try:
+        with watching(k8s.rest, f"/api/v1/namespaces/{ns}/pods", load), k8s.operator():
+            create(k8s, "PyTorchJob", job("PyTorchJob", "checked", queues.local_queue))
+
+            def pending_check() -> dict | None:
+                for workload in workloads(k8s):
+                    checks = (workload.get("status") or {}).get("admissionChecks") or []
+                    if is_true(workload, "QuotaReserved") and [c["state"] for c in checks] == [
+                        "Pending"
+                    ]:
+                        return workload
+                return None
+
+            workload = wait_for(pending_check, timeout=30, interval=0.1)
+            waiting = trainop_get(k8s, "checked")
+            ready = {
+                "name": admission_check, "state": "Ready", "message": "provisioned",
+                "lastTransitionTime": now(),
+                "podSetUpdates": [{"name": "master", **update}, {"name": "worker", **update}],
+            }  # fmt: skip
+            k8s.rest.patch(
+                f"{API}/namespaces/{ns}/workloads/{workload['metadata']['name']}/status",
+                {"status": {"admissionChecks": [ready]}},
+            )
+            wait_for(lambda: succeeded(k8s, "PyTorchJob", "checked"), timeout=60, interval=0.1)
+    finally:
+        queues.delete()
+
+    assert waiting.returncode == 0, waiting.stderr
+    assert waiting.stdout.splitlines()[1].split()[2] == "Queued"
+    assert any(line.startswith("checked: queued: ") for line in waiting.stdout.splitlines())
+    pods = list(load.seen.values())
+    assert sorted(p["metadata"]["name"] for p in pods) == ["checked-master-0", "checked-worker-0"]
+    for pod in pods:
+        assert pod["metadata"]["labels"]["trainop.testing/checked"] == "yes"
+        assert pod["metadata"]["annotations"]["trainop.testing/note"] == "provisioned by the check"
+        assert pod["spec"]["nodeSelector"]["trainop.testing/pool"] == "checked"
