@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def queues(k8s: K8s, kueue: Kueue) -> Iterator[Queues]:
     """A 2-CPU ClusterQueue (StrictFIFO, lower priorities preemptible) and LocalQueue `team`."""
     made = Queues(k8s.rest, k8s.namespace, cpu="2").create()
-    wait_for(made.active, timeout=30, interval=0.1)
+    wait_for(made.active, timeout=60, interval=0.1)
     yield made
     made.delete()
 
@@ -81,13 +81,13 @@ def test_more_jobs_than_the_quota_holds_run_within_it_in_queue_order_and_all_suc
         k8s.operator(),
     ):
         create(k8s, "PyTorchJob", job("PyTorchJob", "blocker", queues.local_queue, cpu=1000))
-        wait_for(lambda: admissions.admitted() == ["blocker"], timeout=30, interval=0.05)
+        wait_for(lambda: admissions.admitted() == ["blocker"], timeout=60, interval=0.05)
         names = {f"{kind.lower()}-{i}": kind for i in range(2) for kind in KINDS}
         for name, kind in names.items():
             stored = create(k8s, kind, job(kind, name, queues.local_queue))
             # Kueue's webhook suspended it at creation; trainop must create no pod for it yet.
             assert stored["spec"]["runPolicy"]["suspend"] is True, name
-        wait_for(lambda: len(workloads(k8s)) == len(names) + 1, timeout=30, interval=0.05)
+        wait_for(lambda: len(workloads(k8s)) == len(names) + 1, timeout=60, interval=0.05)
         queued = sorted(
             (w for w in workloads(k8s) if owner_name(w) != "blocker"),
             key=lambda w: (w["metadata"]["creationTimestamp"], w["metadata"]["uid"]),
@@ -153,7 +153,7 @@ def test_a_higher_priority_job_preempts_a_lower_one_suspended_restored_readmitte
                 else None
             )
 
-        wait_for(low_running, timeout=30, interval=0.05)
+        wait_for(low_running, timeout=60, interval=0.05)
         first_pods = {
             uid for uid, p in load.seen.items() if p["metadata"]["name"].startswith("low-")
         }
@@ -175,7 +175,7 @@ def test_a_higher_priority_job_preempts_a_lower_one_suspended_restored_readmitte
 
         for pod in sorted(wait_for(low_pods_again, timeout=60, interval=0.05), reverse=True):
             k8s.kubelet.terminate(ns, pod, exit_code=0)  # worker first, then master
-        wait_for(lambda: succeeded(k8s, "PyTorchJob", "low"), timeout=30, interval=0.1)
+        wait_for(lambda: succeeded(k8s, "PyTorchJob", "low"), timeout=60, interval=0.1)
 
     assert load.peak <= QUOTA_MILLICORES, f"CPU in use peaked at {load.peak}m: {load.peak_pods}"
     assert admissions.admitted() == ["low", "high"]  # low's second admission is not a new entry
@@ -217,8 +217,9 @@ def test_a_job_bigger_than_the_quota_stays_pending_and_trainop_get_shows_kueues_
     k8s.kubelet.rules[:] = [Rule("*", run_seconds=None)]
     ns = k8s.namespace
     with k8s.operator():
-        create(k8s, "PyTorchJob", job("PyTorchJob", "big", queues.local_queue, cpu=2000))
+        # In this order, so that StrictFIFO never puts the job that cannot fit ahead of it.
         create(k8s, "TFJob", job("TFJob", "fits", queues.local_queue))
+        create(k8s, "PyTorchJob", job("PyTorchJob", "big", queues.local_queue, cpu=2000))
 
         def kueue_reason() -> str:
             for workload in workloads(k8s):
@@ -227,10 +228,10 @@ def test_a_job_bigger_than_the_quota_stays_pending_and_trainop_get_shows_kueues_
                     return str(found["message"])
             return ""
 
-        reason = wait_for(kueue_reason, timeout=30, interval=0.1)
+        reason = wait_for(kueue_reason, timeout=60, interval=0.1)
         assert "insufficient quota for cpu" in reason
         fits = job_path(ns, "TFJob", "fits")
-        wait_for(lambda: is_true(k8s.rest.get(fits), "Running"), timeout=30, interval=0.1)
+        wait_for(lambda: is_true(k8s.rest.get(fits), "Running"), timeout=60, interval=0.1)
         big = wait_for(
             lambda: (
                 (b := k8s.rest.get(job_path(ns, "PyTorchJob", "big")))
@@ -309,7 +310,7 @@ def test_labels_and_annotations_an_admission_check_adds_reach_every_pod_of_the_a
     k8s.kubelet.rules[:] = [Rule("*", run_seconds=0.2)]
     ns = k8s.namespace
     queues = Queues(k8s.rest, ns, cpu="2", admission_check=admission_check).create()
-    wait_for(queues.active, timeout=30, interval=0.1)
+    wait_for(queues.active, timeout=60, interval=0.1)
     update = {
         "labels": {"trainop.testing/checked": "yes"},
         "annotations": {"trainop.testing/note": "provisioned by the check"},
@@ -329,7 +330,7 @@ def test_labels_and_annotations_an_admission_check_adds_reach_every_pod_of_the_a
                         return workload
                 return None
 
-            workload = wait_for(pending_check, timeout=30, interval=0.1)
+            workload = wait_for(pending_check, timeout=60, interval=0.1)
             waiting = trainop_get(k8s, "checked")
             ready = {
                 "name": admission_check, "state": "Ready", "message": "provisioned",
@@ -353,3 +354,24 @@ def test_labels_and_annotations_an_admission_check_adds_reach_every_pod_of_the_a
         assert pod["metadata"]["labels"]["trainop.testing/checked"] == "yes"
         assert pod["metadata"]["annotations"]["trainop.testing/note"] == "provisioned by the check"
         assert pod["spec"]["nodeSelector"]["trainop.testing/pool"] == "checked"
+
+
+def test_a_failed_job_is_finished_for_kueue_and_frees_its_quota_for_the_next(
+    k8s: K8s, queues: Queues
+) -> None:
+    k8s.kubelet.rules[:] = [
+        Rule("fails-*", run_seconds=0.2, exit_code=1),
+        Rule("*", run_seconds=0.2),
+    ]
+    ns = k8s.namespace
+    with k8s.operator():
+        create(k8s, "PyTorchJob", job("PyTorchJob", "fails", queues.local_queue, cpu=1000))
+        create(k8s, "PyTorchJob", job("PyTorchJob", "next", queues.local_queue, cpu=1000))
+        wait_for(lambda: succeeded(k8s, "PyTorchJob", "next"), timeout=60, interval=0.1)
+        failed = k8s.rest.get(job_path(ns, "PyTorchJob", "fails"))
+        finished = {owner_name(w): condition(w, "Finished") for w in workloads(k8s)}
+    assert is_true(failed, "Failed")
+    # Kueue read trainop's Failed condition as "finished, unsuccessfully" and gave the quota on.
+    assert finished["fails"] is not None and finished["fails"]["status"] == "True"
+    assert finished["fails"]["reason"] == "Failed", finished["fails"]
+    assert finished["next"] is not None and finished["next"]["reason"] == "Succeeded"
