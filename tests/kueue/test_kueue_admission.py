@@ -37,7 +37,9 @@ from trainop_core.testing.builders import wait_for
 from trainop_core.testing.kubelet import Rule
 from trainop_core.testing.kueue import API, Kueue
 
-pytestmark = pytest.mark.kueue
+# The first test's setup builds Kueue on a machine that has none yet (about 4.5 minutes cold on
+# 2 cores, more under load): more than the default 600 s budget must be left for it.
+pytestmark = [pytest.mark.kueue, pytest.mark.timeout(1800)]
 QUOTA_MILLICORES = 2000
 ROOT = Path(__file__).resolve().parents[2]
 
