@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 from builders import make_job
 
-from trainop_core.backends.kubernetes.queue import QUEUE_LABEL, waiting_reason, waits_in_kueue
+from trainop_core.backends.kubernetes.queue import (
+    QUEUE_LABEL,
+    KueueWorkloads,
+    waiting_reason,
+    waits_in_kueue,
+)
+from trainop_core.errors import TrainopError
 
 
 def workload(*conditions: tuple[str, str, str, str]) -> dict[str, Any]:
@@ -59,3 +65,49 @@ def test_which_jobs_wait_in_kueue(
     if finished:
         builder.set("status", {"conditions": [{"type": "Succeeded", "status": "True"}]})
     assert waits_in_kueue(builder.job()) is waits
+
+
+class Workloads:
+    """A CustomObjectsApi stand-in: the Workloads of one namespace, or an API error."""
+
+    def __init__(self, items: list[dict[str, Any]] | None = None, status: int = 0) -> None:
+        self.items, self.status = items or [], status
+
+    def list_namespaced_custom_object(self, group: str, version: str, ns: str, plural: str) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        assert (group, version, plural) == ("kueue.x-k8s.io", "v1beta2", "workloads")
+        if self.status:
+            raise ApiException(status=self.status, reason="denied")
+        return {"items": self.items}
+
+
+def queued_job(name: str, uid: str) -> Any:
+    builder = make_job("PyTorchJob", name).master().run_policy(suspend=True)
+    return builder.labels(**{QUEUE_LABEL: "team"}).set("metadata.uid", uid).job()
+
+
+def test_reasons_come_from_the_workload_the_job_owns() -> None:
+    owned = workload(("QuotaReserved", "False", "Pending", "insufficient quota for cpu"))
+    owned["metadata"] = {"ownerReferences": [{"uid": "u1"}]}
+    jobs = [queued_job("a", "u1"), queued_job("b", "u2")]
+    assert KueueWorkloads(custom_objects=Workloads([owned])).reasons(jobs) == {
+        "u1": "Pending: insufficient quota for cpu",
+        "u2": "no Kueue Workload for it yet",
+    }
+
+
+@pytest.mark.parametrize(
+    "status", [403, 404], ids=["may not list Workloads: no reasons", "no Kueue: no reasons"]
+)
+def test_without_kueue_or_the_right_to_read_it_there_are_no_reasons_and_no_error(
+    status: int,
+) -> None:
+    api = KueueWorkloads(custom_objects=Workloads(status=status))
+    assert api.reasons([queued_job("a", "u1")]) == {}
+
+
+def test_any_other_api_error_names_what_was_read() -> None:
+    api = KueueWorkloads(custom_objects=Workloads(status=500))
+    with pytest.raises(TrainopError, match="Kueue Workloads in default"):
+        api.reasons([queued_job("a", "u1")])

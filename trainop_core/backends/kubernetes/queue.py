@@ -50,17 +50,21 @@ def waiting_reason(workload: dict[str, Any]) -> str:
 
 
 class KueueWorkloads:
-    """Reads Kueue's Workloads through one ``CustomObjectsApi``."""
+    """Reads Kueue's Workloads through one ``CustomObjectsApi`` (made for `api_client`, or the
+    given `custom_objects`, anything with its ``list_namespaced_custom_object``)."""
 
-    def __init__(self, api_client: Any) -> None:
-        from kubernetes import client
+    def __init__(self, api_client: Any = None, *, custom_objects: Any = None) -> None:
+        if custom_objects is None:
+            from kubernetes import client
 
-        self._api = client.CustomObjectsApi(api_client)
+            custom_objects = client.CustomObjectsApi(api_client)
+        self._api = custom_objects
 
     def reasons(self, jobs: Iterable[TrainingJob]) -> dict[str, str]:
         """Why each job that waits in Kueue is not admitted, by job uid (one LIST of Workloads
         per namespace concerned). A job Kueue has not made a Workload for yet gets a reason
-        saying so. Empty when Kueue is not installed."""
+        saying so. Empty when Kueue is not installed or the caller may not read Workloads (a
+        user allowed to list jobs keeps `trainop get`, without the reasons)."""
         waiting = [job for job in jobs if waits_in_kueue(job) and job.metadata.uid]
         reasons: dict[str, str] = {}
         for namespace in sorted({job.namespace for job in waiting}):
@@ -77,7 +81,8 @@ class KueueWorkloads:
         return {uid: reason for uid, reason in reasons.items() if reason}
 
     def _by_owner(self, namespace: str) -> dict[str, dict[str, Any]] | None:
-        """The namespace's Workloads by the uid of the object that owns them; None without Kueue."""
+        """The namespace's Workloads by the uid of the object that owns them; None without Kueue
+        or without the right to list them."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -87,7 +92,7 @@ class KueueWorkloads:
                 KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads"
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status in (403, 404):
                 return None
             raise translate(exc, what=what) from exc
         except HTTPError as exc:  # unreachable server, reset or timed-out connection
