@@ -11,7 +11,7 @@ import contextlib
 import os
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,14 @@ from trainop_core.api.admission import AdmissionWarning, admission_warnings
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.names import check_job_ref, check_namespace, check_replica
 from trainop_core.api.types import ConditionType
-from trainop_core.backends.base import Backend, Followable, LogLine, Recoverable, Waiter
+from trainop_core.backends.base import (
+    Backend,
+    Followable,
+    LogLine,
+    QueueInspector,
+    Recoverable,
+    Waiter,
+)
 from trainop_core.errors import DamagedJobError, InvalidJobError, JobTimeoutError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.conditions import is_finished as status_finished
@@ -49,6 +56,7 @@ class TrainingClient:
         self._recoverable = backend if isinstance(backend, Recoverable) else None
         self._waiter = backend if isinstance(backend, Waiter) else None
         self._followable = backend if isinstance(backend, Followable) else None
+        self._queues = backend if isinstance(backend, QueueInspector) else None
 
     @property
     def default_namespace(self) -> str:
@@ -96,6 +104,11 @@ class TrainingClient:
         if namespace is not None:
             check_namespace(namespace)
         return self.backend.list(namespace)
+
+    def queue_reasons(self, jobs: Sequence[TrainingJob]) -> dict[str, str]:
+        """Why each of `jobs` that waits in a queue has not been admitted yet, by job uid (on
+        Kubernetes: Kueue's reason from the job's Workload); empty where no queue is known."""
+        return self._queues.queue_reasons(jobs) if self._queues is not None else {}
 
     def wait(
         self,

@@ -8,7 +8,7 @@ this machine the local supervisor). Job identity is namespace/name everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,4 +118,12 @@ class Followable(Protocol):
         """While the block runs, the backend keeps a finished job until the block ends (a TTL
         deletion waits), so that whoever waits for the job sees how it ended. Never blocks;
         nothing happens for a job that does not exist. May do I/O."""
+        ...
+
+
+@runtime_checkable
+class QueueInspector(Protocol):
+    def queue_reasons(self, jobs: Sequence[TrainingJob]) -> dict[str, str]:
+        """Why each of `jobs` that waits in a queue (Kueue, on Kubernetes) has not been admitted,
+        by job uid, in the queue's own words; jobs that do not wait are left out. Read-only I/O."""
         ...

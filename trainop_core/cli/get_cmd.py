@@ -31,8 +31,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Without NAME, list the jobs of the namespace (-A: of every namespace) as a table: "
             "NAME, KIND, STATE (the newest true condition), AGE and REPLICAS (per replica type, "
-            "running or succeeded / desired), and MESSAGE when a job is Queued: why the local "
-            "queue holds it (see `trainop queue`). With NAME, that job only. -o yaml|json prints "
+            "running or succeeded / desired), and MESSAGE when a job is Queued: why its queue "
+            "holds it (Kueue's reason on Kubernetes, the local queue's here: see `trainop queue`). "
+            "With NAME, that job only. -o yaml|json prints "
             "the jobs with their status. A job whose stored state is damaged is listed as Damaged, "
             "with what is wrong on stderr. Exit codes: 0, 1 no such job, 2 invalid name."
         ),
@@ -63,11 +64,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"No resources found in {where}.", file=sys.stderr)
         return EXIT_OK
     warn_damaged(jobs)
-    print(_render(jobs, args.output, args.all_namespaces and not args.name))
+    try:
+        queued = client.queue_reasons(jobs) if args.output == "table" else {}
+    except TrainopError as err:
+        return report_error(err)
+    print(_render(jobs, args.output, args.all_namespaces and not args.name, queued))
     return EXIT_OK
 
 
-def _render(jobs: list[TrainingJob], output: str, with_namespace: bool) -> str:
+def _render(
+    jobs: list[TrainingJob], output: str, with_namespace: bool, queued: dict[str, str]
+) -> str:
     from trainop_core.api.load import dump_json, dump_yaml, to_wire
 
     if output == "yaml":
@@ -77,14 +84,28 @@ def _render(jobs: list[TrainingJob], output: str, with_namespace: bool) -> str:
             return dump_json(jobs[0]).rstrip()
         items = [to_wire(job) for job in jobs]
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
-    from trainop_core.client import queue_message
-
     header = ["NAME", "KIND", "STATE", "AGE", "REPLICAS"]
-    rows = [[job.name, job.kind, state_label(job), age(job), replica_summary(job)] for job in jobs]
-    if any(queue_message(job) for job in jobs):
+    rows = [
+        [job.name, job.kind, _state(job, queued), age(job), replica_summary(job)] for job in jobs
+    ]
+    messages = [_message(job, queued) for job in jobs]
+    if any(messages):
         header.append("MESSAGE")
-        rows = [[*row, queue_message(job)] for job, row in zip(jobs, rows, strict=True)]
+        rows = [[*row, message] for row, message in zip(rows, messages, strict=True)]
     if with_namespace:
         header = ["NAMESPACE", *header]
         rows = [[job.namespace, *row] for job, row in zip(jobs, rows, strict=True)]
     return table([header, *rows])
+
+
+def _state(job: TrainingJob, queued: dict[str, str]) -> str:
+    return "Queued" if str(job.metadata.uid) in queued else state_label(job)
+
+
+def _message(job: TrainingJob, queued: dict[str, str]) -> str:
+    """Why a queue holds the job, on one line: Kueue's reason from the job's Workload on
+    Kubernetes, the local queue's on this machine; "" when no queue holds it."""
+    from trainop_core.client import queue_message
+
+    reason = queued.get(str(job.metadata.uid)) or queue_message(job)
+    return " ".join(reason.split())

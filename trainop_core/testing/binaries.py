@@ -310,6 +310,22 @@ def _published_go_mod(go: str, env: dict[str, str], module: str, version: str) -
     return parsed
 
 
+def go_module_dir(module: str, version: str) -> Path:
+    """The source tree of the published Go `module` at `version` in Go's module cache (read-only),
+    downloaded from the module proxy if it is not there. Raises :class:`BinaryBuildError`."""
+    go = _go_command()
+    download = _run(
+        [go, "mod", "download", "-json", f"{module}@{version}"],
+        cache_dir(),
+        _go_env(go),
+        "go mod download",
+    )
+    directory = json.loads(download).get("Dir")
+    if not directory:
+        raise BinaryBuildError(f"go mod download {module}@{version} gave no directory:\n{download}")
+    return Path(directory)
+
+
 def _go_command() -> str:
     go = shutil.which("go")
     if not go:

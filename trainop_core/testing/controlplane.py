@@ -285,6 +285,31 @@ class ControlPlane:
             **_in_group(0),
         )
 
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        """Run one more process (e.g. a controller) with the plane's: in its watchdog's process
+        group, logged to ``<data_dir>/<name>.log``, stopped by :meth:`stop_process` or
+        :meth:`stop` (before the processes started earlier)."""
+        self._spawn(name, argv)
+        return self.processes[name]
+
+    def wait_ready(self, name: str, ready: Callable[[], bool], timeout: float) -> None:
+        """Wait until `ready()`; raises ControlPlaneError quoting the logs if process `name`
+        exits or `timeout` seconds pass first."""
+        process = self.processes[name]
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if process.poll() is not None:
+                raise ControlPlaneError(f"{name} exited with {process.returncode}\n{self.logs()}")
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"{name} not ready after {timeout:.0f} s\n{self.logs()}")
+            time.sleep(0.1)
+
+    def stop_process(self, name: str, grace: float = 5.0) -> None:
+        """End process `name` (SIGTERM, SIGKILL after `grace`) if it runs. Idempotent."""
+        process = self.processes.pop(name, None)
+        if process is not None:
+            _terminate(process, grace)
+
     def _spawn(self, name: str, argv: list[str]) -> None:
         assert self._reaper is not None
         log = open(self.data_dir / f"{name}.log", "wb")  # noqa: SIM115  # the child owns it
@@ -385,16 +410,7 @@ class ControlPlane:
         )
 
     def _wait_ready(self, name: str, ready: Callable[[], bool]) -> None:
-        process = self.processes[name]
-        deadline = time.monotonic() + self.ready_timeout
-        while not ready():
-            if process.poll() is not None:
-                raise ControlPlaneError(f"{name} exited with {process.returncode}\n{self.logs()}")
-            if time.monotonic() > deadline:
-                raise ControlPlaneError(
-                    f"{name} not ready after {self.ready_timeout:.0f} s\n{self.logs()}"
-                )
-            time.sleep(0.1)
+        self.wait_ready(name, ready, self.ready_timeout)
 
     def logs(self, tail: int = 40) -> str:
         """The last `tail` lines of every process's log, for error messages."""
@@ -468,6 +484,11 @@ def _terminate(process: subprocess.Popen[bytes], grace: float) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    return _free_port()
 
 
 def _free_port() -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from trainop_core.backends.kubernetes.errors import ApiError
 from trainop_core.backends.kubernetes.jobs import JobStore
 from trainop_core.backends.kubernetes.logs import follow_logs, read_logs
 from trainop_core.backends.kubernetes.pods import Pods
+from trainop_core.backends.kubernetes.queue import KueueWorkloads
 from trainop_core.backends.kubernetes.wait import wait_finished
 from trainop_core.errors import JobTimeoutError, NotFoundError, TerminalError
 from trainop_core.kinds.base import Kind
@@ -73,6 +74,7 @@ class KubernetesBackend:
         self._registry = registry or build_registry()
         self._jobs = JobStore(api_client)
         self._pods = Pods(api_client)
+        self._workloads = KueueWorkloads(api_client)
         self._kinds: dict[tuple[str, str], Kind] = {}  # namespace/name -> kind, learnt on the way
 
     # --- JobStore -------------------------------------------------------------------------------
@@ -133,6 +135,11 @@ class KubernetesBackend:
         namespace = self._ns(namespace)
         kind, _ = self._find(name, namespace)
         return self._parse(kind, wait_finished(self._jobs, kind, namespace, name, timeout))
+
+    def queue_reasons(self, jobs: Sequence[TrainingJob]) -> dict[str, str]:
+        """Why each of `jobs` that waits in Kueue is not admitted yet, by job uid (read from
+        Kueue's Workloads; empty without Kueue). See `trainop_core.backends.kubernetes.queue`."""
+        return self._workloads.reasons(jobs)
 
     # --- helpers ----------------------------------------------------------------------------------
     def _ns(self, namespace: str | None) -> str:
