@@ -225,7 +225,7 @@ def _build(
     env = _go_env(go)
     started = time.monotonic()
     log(f"building {', '.join(packages)} of {module}@{version} with {_go_version(go)}")
-    log("(a cold build takes minutes on 2 cores, more on a busy machine; later runs reuse the cache)")
+    log("(a cold build takes minutes on 2 cores, more on a busy one; later runs reuse the cache)")
     workdir = cache_dir() / "go-src" / target.name
     workdir.parent.mkdir(parents=True, exist_ok=True)
     _write_scratch_module(go, env, module, version, packages, workdir, pin_local_replaces)
