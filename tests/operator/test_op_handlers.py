@@ -87,8 +87,8 @@ def controller(registry: KindRegistry) -> StandIn:
     return StandIn(registry.get("PyTorchJob"))
 
 
-def pods_handler(controller: StandIn) -> ChildHandler:
-    return ChildHandler({"PyTorchJob": controller}, controller.expectations, "pods")
+def pods_handler(controller: StandIn, batch: float = 0.0) -> ChildHandler:
+    return ChildHandler({"PyTorchJob": controller}, controller.expectations, "pods", batch)
 
 
 def set_path(path: str, value: Any) -> Callable[[Obj], None]:
@@ -159,6 +159,32 @@ def test_a_pod_being_deleted_lowers_the_expectations_and_queues_its_job(
     pods_handler(controller).on_update(cached_child(old), cached_child(deleting))
     assert controller.expectations.satisfied(pods_key)
     assert controller.queue.get(0) == "ns/demo"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_pod_events_of_one_batch_period_make_one_reconcile(registry: KindRegistry) -> None:
+    clock = FakeClock()
+    controller = StandIn(registry.get("PyTorchJob"), queue=WorkQueue("t", clock=clock))
+    handler = pods_handler(controller, batch=0.1)
+    first = pod(phase="Pending")
+    handler.on_add(cached_child(first))
+    running = changed(first, "2", set_path("status.phase", "Running"))
+    handler.on_update(cached_child(first), cached_child(running))
+    clock.now += 0.05
+    succeeded = changed(running, "3", set_path("status.phase", "Succeeded"))
+    handler.on_update(cached_child(running), cached_child(succeeded))
+    assert controller.queue.get(0) is None  # still gathering
+    clock.now += 0.06
+    assert controller.queue.get(0) == "ns/demo"
+    controller.queue.done("ns/demo")
+    assert controller.queue.get(0) is None  # once for all three
 
 
 def test_the_echo_of_our_own_job_write_queues_nothing_and_any_other_change_does(

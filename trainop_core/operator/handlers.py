@@ -9,7 +9,10 @@ event that changes neither needs none:
   is guarded by the resourceVersion it was planned from, so the reconcile that made it planned
   from everything the new version holds); a change of the spec comes with a new generation.
 
-Every other event enqueues the job, as controller-runtime's handlers do.
+Every other event enqueues the job, as controller-runtime's handlers do; a child's events after
+a short batch period (`CHILD_BATCH_SECONDS`, as kube-controller-manager's Job controller batches
+pod updates for one second): the replicas of a job start and finish together, and one reconcile
+then sees them all and writes the job's status once instead of once per replica.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.kube import Obj
 from trainop_core.operator.observe import controller_ref, observe_pod, observe_service
 from trainop_core.operator.workqueue import WorkQueue
+
+CHILD_BATCH_SECONDS = 0.1  # what it adds to a job's latency at most, per step of its life
 
 
 class Controller(Protocol):
@@ -64,9 +69,14 @@ class ChildHandler:
     when the child appeared, went, or changed what the planner sees of it."""
 
     def __init__(
-        self, controllers: Mapping[str, Controller], expectations: Expectations, resource: str
+        self,
+        controllers: Mapping[str, Controller],
+        expectations: Expectations,
+        resource: str,
+        batch: float = CHILD_BATCH_SECONDS,
     ) -> None:
         self.controllers, self.expectations, self.resource = controllers, expectations, resource
+        self.batch = batch
 
     def _route(self, obj: Obj) -> tuple[Controller, str, str] | None:
         ref = controller_ref(obj)
@@ -87,27 +97,27 @@ class ChildHandler:
         route = self._route(obj)
         if route:
             route[0].expectations.observed_creation(route[2])
-            route[0].queue.add(route[1])
+            route[0].queue.add_after(route[1], self.batch)
 
     def on_update(self, old: Obj, new: Obj) -> None:
         if controller_ref(old) != controller_ref(new):  # released: its old owner must know
             released = self._route(old)
             if released:
-                released[0].queue.add(released[1])
+                released[0].queue.add_after(released[1], self.batch)
         route = self._route(new)
         if route:
             deleting = new.get("metadata", {}).get("deletionTimestamp")
             if deleting and not old.get("metadata", {}).get("deletionTimestamp"):
                 route[0].expectations.observed_deletion(route[2])
             if not self._observed_alike(old, new, route[0].kind):
-                route[0].queue.add(route[1])
+                route[0].queue.add_after(route[1], self.batch)
 
     def on_delete(self, obj: Obj) -> None:
         route = self._route(obj)
         if route:
             if not obj.get("metadata", {}).get("deletionTimestamp"):  # else counted on update
                 route[0].expectations.observed_deletion(route[2])
-            route[0].queue.add(route[1])
+            route[0].queue.add_after(route[1], self.batch)
 
     def _observed_alike(self, old: Obj, new: Obj, kind: Kind) -> bool:
         """Does the planner see `old` and `new` the same (same owner, same observation)?"""
