@@ -88,7 +88,7 @@ class JobController:
         # key -> (superseded resourceVersions, fresher object or None = GET it): our own status
         # writes and lost races, so a lagging job watch cannot make us plan from an old status.
         self._fresher: dict[str, tuple[frozenset[str], Obj | None]] = {}
-        # key -> our job writes: the versions being written over now, the latest answers'
+        # key -> our writes to the job: the versions being written over now, the latest answers
         self._writes: dict[str, _Writes] = {}
         self._lock = threading.Lock()
 
