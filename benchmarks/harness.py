@@ -88,6 +88,7 @@ class Submitter:
         self.rest, self.workload, self.jobs, self.rate = rest, workload, jobs, rate
         self.created: dict[str, float] = {}  # job name -> monotonic time its create returned
         self.errors: list[str] = []
+        self.seconds = 0.0  # from the first create sent to the last one answered
         self._thread = threading.Thread(target=self._run, name="submitter", daemon=True)
 
     def start(self) -> Submitter:
@@ -99,6 +100,12 @@ class Submitter:
 
     def _run(self) -> None:
         started = time.monotonic()
+        try:
+            self._create_all(started)
+        finally:
+            self.seconds = time.monotonic() - started
+
+    def _create_all(self, started: float) -> None:
         for i, (kind, manifest) in enumerate(self.jobs):
             if self.rate > 0:
                 delay = started + i / self.rate - time.monotonic()

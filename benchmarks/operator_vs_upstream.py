@@ -5,6 +5,7 @@
     PYTHONPATH=. python benchmarks/operator_vs_upstream.py --operators trainop --jobs 1000 \\
         --replicas 5 --limits raised --rate 2 --rounds 1 --no-mxjob \\
         --json benchmarks/results/scale_trainop.json
+    PYTHONPATH=. python benchmarks/operator_vs_upstream.py --rounds 2 --no-mxjob --saturate 300
 
 Each setup gets a fresh control plane (etcd, kube-apiserver v1.36.3 with an audit log; see
 benchmarks/audit.py), the kubelet stand-in in its own process (every pod runs `--run-seconds`
@@ -19,7 +20,10 @@ the first setup when this machine has none yet.
 
 Comparisons: ``v1.9`` (PyTorchJob, TFJob, XGBoostJob; upstream v1.9.3) at upstream's default client
 limits (QPS 20, burst 30) and raised (QPS 1000, burst 2000), and ``v1.8-mxjob`` (the same plus
-MXJob; upstream v1.8.1, which has no flags for them: 20/30 per resource type). Setups alternate
+MXJob; upstream v1.8.1, which has no flags for them: 20/30 per resource type). ``--saturate N``
+adds ``v1.9-saturating``: N jobs created at once (as fast as the admin's client can), raised
+limits, to show which operator runs out first (its CPU share of a core, the deepest work queue,
+jobs/s and latency once the backlog is worked off). Setups alternate
 within each round and the order flips every round; a warm-up of `--warmup` jobs per kind precedes
 every measured run and is excluded. ``--split`` adds, as a secondary line, a trainop process per
 kind (three in the v1.9 comparison).
@@ -67,11 +71,13 @@ Obj = dict[str, Any]
 
 @dataclass(frozen=True)
 class Setup:
-    comparison: str  # "v1.9" or "v1.8-mxjob"
+    comparison: str  # "v1.9", "v1.9-saturating" or "v1.8-mxjob"
     operator: str  # "trainop", "upstream" or "trainop-split"
     version: str  # upstream's version (trainop: the version it is compared with)
     kinds: tuple[str, ...]
     limits: str  # "default" or "raised"
+    jobs: int  # measured jobs
+    rate: float  # jobs created a second (<= 0: all at once)
 
     @property
     def name(self) -> str:
@@ -84,15 +90,24 @@ class Setup:
 
 
 def setups(args: argparse.Namespace) -> list[Setup]:
+    paced = (args.jobs, args.rate)
     out = []
     for limits in args.limits:
         for operator in args.operators:
-            out.append(Setup("v1.9", operator, upstream.LATEST, KINDS_19, limits))
+            out.append(Setup("v1.9", operator, upstream.LATEST, KINDS_19, limits, *paced))
         if args.split:
-            out.append(Setup("v1.9", "trainop-split", upstream.LATEST, KINDS_19, limits))
+            out.append(Setup("v1.9", "trainop-split", upstream.LATEST, KINDS_19, limits, *paced))
+    if args.saturate:
+        burst = (args.saturate, 0.0)
+        for operator in args.operators:
+            out.append(
+                Setup("v1.9-saturating", operator, upstream.LATEST, KINDS_19, "raised", *burst)
+            )
     if args.mxjob:
         for operator in args.operators:
-            out.append(Setup("v1.8-mxjob", operator, upstream.WITH_MXJOB, KINDS_18, "default"))
+            out.append(
+                Setup("v1.8-mxjob", operator, upstream.WITH_MXJOB, KINDS_18, "default", *paced)
+            )
     return out
 
 
@@ -196,15 +211,16 @@ def measure(
         log.mark()
         load = os.getloadavg()[0]
         profilers = start_profilers(operators, args, workdir) if args.profile else []
-        jobs = workload.jobs("job", args.jobs)
+        jobs = workload.jobs("job", setup.jobs)
         names = {m["metadata"]["name"] for _, m in jobs}
-        submitter = harness.Submitter(cp.rest, workload, jobs, args.rate).start()
+        submitter = harness.Submitter(cp.rest, workload, jobs, setup.rate).start()
         depths = follow(watch, names, operators, args)
         submitter.join()
         wait_quiet(log, user, quiet=3.0, limit=60.0)
         stop_profilers(profilers)
         requests = log.window()
         result = figures(setup, workload, watch, submitter, names, requests, user, depths)
+        result["submit_seconds"] = submitter.seconds
         result["operator_cpu_seconds"] = sum(p.cpu_since_mark() for p in operators)
         result["operator_peak_rss_mib"] = sum(harness.memory_kb(p.pid)["peak"] for p in operators)
         result["operator_peak_rss_mib"] /= 1024
@@ -397,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--operators", nargs="+", choices=["trainop", "upstream"], default=["trainop", "upstream"])
     add("--no-mxjob", dest="mxjob", action="store_false", help="skip the v1.8.1 MXJob comparison")
     add("--split", action="store_true", help="add a trainop process per kind (a secondary line)")
+    saturate = "add the saturating comparison: N jobs created at once, raised limits (0: off)"
+    add("--saturate", type=int, default=0, metavar="N", help=saturate)
     add("--kubelet-workers", type=int, default=4, help="the stand-in's writer threads")
     add("--scrape-every", type=float, default=2.0, help="seconds between queue-depth samples")
     add("--timeout", type=float, default=1800.0, help="seconds a measured run may take")
@@ -441,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
                 "warmup",
                 "rounds",
                 "kubelet_workers",
+                "saturate",
             )
         },
         "results": results,

@@ -29,9 +29,11 @@ FIGURES = (
     ("watches_open", "watches open at the end", "{:.0f}"),
     ("watches_opened", "watches opened in the run", "{:.0f}"),
     ("cpu_per_job", "operator CPU s per job", "{:.3f}"),
+    ("cpu_share", "operator CPU share of a core", "{:.2f}"),
     ("operator_cpu_seconds", "operator CPU s", "{:.1f}"),
     ("operator_peak_rss_mib", "operator peak RSS (MiB)", "{:.1f}"),
     ("queue_depth_max", "deepest work queue", "{:.0f}"),
+    ("submit_seconds", "seconds to create the jobs", "{:.1f}"),
     ("apiserver_cpu_per_job", "kube-apiserver CPU s per job", "{:.3f}"),
     ("etcd_cpu_per_job", "etcd CPU s per job", "{:.3f}"),
     ("kubelet_cpu_seconds", "kubelet stand-in CPU s", "{:.1f}"),
@@ -45,10 +47,13 @@ def derived(result: Obj) -> Obj:
     jobs = max(result["jobs"], 1)
     server = result.get("server_cpu_seconds") or {}
     writes = sum(n for k, n in result["requests"].items() if k.split(" ", 1)[0] in WRITE_VERBS)
+    wall = result.get("wall_seconds")
     return {
         **result,
         "writes_per_job": writes / jobs,
         "cpu_per_job": result["operator_cpu_seconds"] / jobs,
+        # a share near 1 is an operator that has run out of its one core (the GIL's, for trainop)
+        "cpu_share": result["operator_cpu_seconds"] / wall if wall else None,
         "apiserver_cpu_per_job": server.get("kube-apiserver", 0.0) / jobs,
         "etcd_cpu_per_job": server.get("etcd", 0.0) / jobs,
     }
@@ -94,35 +99,48 @@ def medians(results: list[Obj]) -> dict[str, Obj]:
     return out
 
 
-def goals(med: dict[str, Obj]) -> list[Obj]:
-    """The issue's goals, judged on the medians of the v1.9 comparison."""
+#: (workload, goal, figure, comparison, factor): issue 24's "Done when", judged on the medians.
+GOALS = (
+    ("v1.9 default", "jobs/s >= upstream's", "jobs_per_second", ">=", 1.0),
+    ("v1.9 default", "p95 latency <= upstream's", "latency_p95", "<=", 1.0),
+    ("v1.9 default", "API requests per job <= upstream's", "requests_per_job", "<=", 1.0),
+    ("v1.9 default", "CPU seconds per job <= upstream's", "cpu_per_job", "<=", 1.0),
+    ("v1.9 default", "peak RSS <= 2x upstream's", "operator_peak_rss_mib", "<=", 2.0),
+    ("v1.9 raised", "jobs/s >= upstream's", "jobs_per_second", ">=", 1.0),
+    ("v1.9 raised", "p95 latency <= upstream's", "latency_p95", "<=", 1.0),
+    ("v1.9 raised", "API requests per job <= upstream's", "requests_per_job", "<=", 1.0),
+    ("v1.9 raised", "CPU seconds per job <= upstream's", "cpu_per_job", "<=", 1.0),
+    ("v1.9-saturating raised", "jobs/s >= upstream's", "jobs_per_second", ">=", 1.0),
+    ("v1.9-saturating raised", "p95 latency <= upstream's", "latency_p95", "<=", 1.0),
+    ("v1.9-saturating raised", "API requests per job <= upstream's", "requests_per_job", "<=", 1.0),
+    ("v1.9-saturating raised", "CPU seconds per job <= upstream's", "cpu_per_job", "<=", 1.0),
+)
 
-    def pick(operator: str, limits: str) -> Obj | None:
+
+def goals(med: dict[str, Obj]) -> list[Obj]:
+    """The issue's goals for every workload measured with both operators."""
+
+    def pick(comparison: str, operator: str, limits: str) -> Obj | None:
         for label, figures in med.items():
             if (
-                label.startswith("v1.9 /")
+                label.startswith(f"{comparison} /")
                 and figures["operator"] == operator
-                and (label.endswith(f"({limits})"))
+                and label.endswith(f"({limits})")
             ):
                 return figures
         return None
 
-    ours, theirs = pick("trainop", "default"), pick("upstream", "default")
-    if ours is None or theirs is None:
-        return []
-    checks = [
-        ("API requests per job <= upstream's", "requests_per_job", "<=", 1.0),
-        ("jobs/s at the default client limits >= upstream's", "jobs_per_second", ">=", 1.0),
-        ("CPU seconds per job <= 2x upstream's", "cpu_per_job", "<=", 2.0),
-        ("peak RSS <= 2x upstream's", "operator_peak_rss_mib", "<=", 2.0),
-    ]
     out = []
-    for text, key, op, factor in checks:
+    for workload, text, key, op, factor in GOALS:
+        comparison, limits = workload.split(" ")
+        ours, theirs = pick(comparison, "trainop", limits), pick(comparison, "upstream", limits)
+        if ours is None or theirs is None:
+            continue
         a, b = ours.get(key), theirs.get(key)
         met = None
         if a is not None and b is not None:
             met = a <= factor * b if op == "<=" else a >= factor * b
-        out.append({"goal": text, "trainop": a, "upstream": b, "met": met})
+        out.append({"goal": f"{workload}: {text}", "trainop": a, "upstream": b, "met": met})
     return out
 
 
@@ -161,7 +179,7 @@ def tables(document: Obj) -> str:
             )
         lines += _render(rows)
     if document.get("goals"):
-        lines += ["", "== goals (v1.9, medians at the default client limits) =="]
+        lines += ["", "== goals (medians) =="]
         for goal in document["goals"]:
             state = {True: "met", False: "NOT met", None: "unknown"}[goal["met"]]
             lines.append(

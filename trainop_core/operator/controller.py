@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainop_core.api.admission import EVENT_REASON, admission_warnings
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import MANAGED_BY_OPERATOR, utc_now
-from trainop_core.api.validation import prepare
 from trainop_core.decorators.decoration import Decorators
 from trainop_core.errors import InvalidJobError, TerminalError
 from trainop_core.kinds.base import Kind
@@ -28,6 +28,7 @@ from trainop_core.operator.informer import Informer, object_key, resource_versio
 from trainop_core.operator.kube import ApiError, KubeClient, Obj, Resource
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.observe import observe
+from trainop_core.operator.prepared import PreparedJobs
 from trainop_core.operator.workqueue import WorkQueue
 from trainop_core.planner import plan as make_plan
 from trainop_core.planner.addressing import KubernetesAddressing
@@ -49,6 +50,14 @@ class Caches:
     pods: Informer
     services: Informer
     pod_groups: Informer | None = None
+
+
+@dataclass
+class _Writes:
+    """One job's own writes, as `JobController.wrote` needs them."""
+
+    sending: set[str] = field(default_factory=set)  # versions a write is sent over, in flight
+    answers: deque[str] = field(default_factory=lambda: deque(maxlen=4))  # the latest answers
 
 
 class JobController:
@@ -75,9 +84,12 @@ class JobController:
         self.plan_options = options
         self.name = kind.controller_name
         self.queue = WorkQueue(self.name, metrics=metrics)
+        self.prepared = PreparedJobs(registry)  # each job prepared once per generation
         # key -> (superseded resourceVersions, fresher object or None = GET it): our own status
         # writes and lost races, so a lagging job watch cannot make us plan from an old status.
         self._fresher: dict[str, tuple[frozenset[str], Obj | None]] = {}
+        # key -> our writes to the job: the versions being written over now, the latest answers
+        self._writes: dict[str, _Writes] = {}
         self._lock = threading.Lock()
 
     # --- workers -------------------------------------------------------------------------------
@@ -134,7 +146,7 @@ class JobController:
             return None
         if not self._expectations_satisfied(job):
             return EXPECTATIONS_TTL  # informer events normally requeue long before
-        model = self._prepare(job)
+        model = self._prepare(key, job)
         self._record_admission_warnings(job, model)
         plan = self._plan(job, model)
         plan = self._decorate(model, plan)
@@ -162,8 +174,10 @@ class JobController:
         for exp_key in expectation_keys(self.kind, ns, name):
             self.expectations.forget(exp_key)
         self.applier.objects.forget(ns, name)
+        self.prepared.forget(key)
         with self._lock:
             self._fresher.pop(key, None)
+            self._writes.pop(key, None)
 
     def _not_ours(self, job: Obj) -> bool:
         """Managed by another controller (MultiKueue), or being deleted (GC handles children)."""
@@ -177,13 +191,12 @@ class JobController:
         keys = expectation_keys(self.kind, meta.get("namespace", "default"), meta["name"])
         return all(self.expectations.satisfied(k) for k in keys)
 
-    def _prepare(self, job: Obj) -> TrainingJob:
+    def _prepare(self, key: str, job: Obj) -> TrainingJob:
         try:
-            _, model = prepare(job, registry=self.registry)
+            return self.prepared.get(key, job)
         except InvalidJobError as exc:
             self._mark_invalid(job, exc)
             raise TerminalError(str(exc)) from exc
-        return model
 
     def _record_admission_warnings(self, job: Obj, model: TrainingJob) -> None:
         """Record them on the job, once, on its first reconcile (before any condition is
@@ -219,10 +232,16 @@ class JobController:
     def _apply(self, key: str, job: Obj, plan: Plan) -> float | None:
         pod_group = self.caches.pod_groups.get(key) if self.caches.pod_groups else None
         try:
-            outcome = self.applier.apply(job, plan, pod_group, on_status=self._remember(key))
+            outcome = self.applier.apply(
+                job, plan, pod_group, on_status=self._remember(key), on_write=self._writing(key)
+            )
         except StatusConflict:
             self._remember(key)(None, (resource_version(job),))
             raise
+        finally:
+            with self._lock:
+                if key in self._writes:
+                    self._writes[key].sending.clear()  # none in flight any more
         if outcome.errors:
             raise ReconcileError("; ".join(outcome.errors))
         if outcome.cache_stale:
@@ -240,6 +259,10 @@ class JobController:
             with self._lock:
                 stale, _ = self._fresher.get(key, (frozenset(), None))
                 self._fresher[key] = (stale | frozenset(superseded), written)
+                if written is not None:
+                    self._writes.setdefault(key, _Writes()).answers.append(
+                        resource_version(written)
+                    )
 
         return remember
 
@@ -276,3 +299,23 @@ class JobController:
     # --- event handlers (informer threads) -----------------------------------------------------
     def enqueue(self, obj: Obj) -> None:
         self.queue.add(object_key(obj))
+
+    def _writing(self, key: str) -> Callable[[Obj], None]:
+        def writing(job: Obj) -> None:
+            with self._lock:
+                self._writes.setdefault(key, _Writes()).sending.add(resource_version(job))
+
+        return writing
+
+    def wrote(self, old: Obj, new: Obj) -> bool:
+        """Is the change from `old` to `new` one of our own writes to the job, planned from
+        everything `new` holds? Every job write is guarded by the resourceVersion it is sent
+        over, so `new` is ours when it is a write's answer, and a change from a version we are
+        writing over now is ours unless our write fails, which plans again anyway."""
+        with self._lock:
+            writes = self._writes.get(object_key(new))
+            if writes is None:
+                return False
+            return (
+                resource_version(new) in writes.answers or resource_version(old) in writes.sending
+            )

@@ -98,12 +98,15 @@ class Applier:
         plan: Plan,
         pod_group: Obj | None,
         on_status: Callable[[Obj, tuple[str, ...]], None] | None = None,
+        on_write: Callable[[Obj], None] | None = None,
     ) -> Outcome:
         """Apply `plan` for cached `job`; raises StatusConflict when the status write raced.
 
         After a write to the job (annotations, status), `on_status` receives the job as the
         server returned it and the resourceVersions that superseded (the cached one, and the
-        annotated one when the status was written too).
+        annotated one when the status was written too). Just before each write to the job,
+        `on_write` receives the version it is sent over (every job write is guarded by that
+        resourceVersion: it succeeds only if the job is still at it).
         """
         out = Outcome()
         pending = self.objects.pending(job, plan.apply_objects)
@@ -111,7 +114,7 @@ class Applier:
         if creates:
             cached = job
             try:
-                job, written = self._write_job(job, plan, on_status)
+                job, written = self._write_job(job, plan, on_status, on_write)
             except ApiError as exc:
                 if not exc.not_found:
                     raise
@@ -127,7 +130,7 @@ class Applier:
             self._create(job, PODS, plan.create_pods, pods_key, out)
             self._create(job, SERVICES, plan.create_services, services_key, out)
         if not creates:
-            job, _ = self._write_job(job, plan, on_status)
+            job, _ = self._write_job(job, plan, on_status, on_write)
         for event in plan.events:
             self.record(job, event.type, event.reason, event.message)
         self._count(job, plan)
@@ -140,13 +143,14 @@ class Applier:
         job: Obj,
         plan: Plan,
         on_status: Callable[[Obj, tuple[str, ...]], None] | None,
+        on_write: Callable[[Obj], None] | None = None,
     ) -> tuple[Obj, Obj | None]:
         """Annotations, then status, if the plan changes them: (the job now, the server's answer
         to the last write or None). A job that is gone raises ApiError 404; a lost race
         StatusConflict."""
         cached = job
-        job = self._annotate(job, plan.job_annotations)
-        written = self._write_status(job, plan.status.to_dict()) if plan.status else None
+        job = self._annotate(job, plan.job_annotations, on_write)
+        written = self._write_status(job, plan.status.to_dict(), on_write) if plan.status else None
         latest = written or (job if job is not cached else None)
         if latest is not None and on_status is not None:
             superseded = {str(o["metadata"].get("resourceVersion", "")) for o in (cached, job)}
@@ -286,11 +290,15 @@ class Applier:
         self.client.replace(self.pod_group_resource, ns, name, body)
 
     # --- the job itself ------------------------------------------------------------------------
-    def _annotate(self, job: Obj, annotations: dict[str, str]) -> Obj:
+    def _annotate(
+        self, job: Obj, annotations: dict[str, str], on_write: Callable[[Obj], None] | None
+    ) -> Obj:
         """Merge-patch annotations onto the job (guarded by its resourceVersion); the new job."""
         current = job["metadata"].get("annotations") or {}
         if all(current.get(k) == v for k, v in annotations.items()):
             return job
+        if on_write is not None:
+            on_write(job)
         meta = job["metadata"]
         patch = {
             "metadata": {"annotations": annotations, "resourceVersion": meta.get("resourceVersion")}
@@ -300,10 +308,14 @@ class Applier:
                 self.job_resource, meta.get("namespace", "default"), meta["name"], patch
             )
 
-    def _write_status(self, job: Obj, status: dict[str, Any]) -> Obj | None:
+    def _write_status(
+        self, job: Obj, status: dict[str, Any], on_write: Callable[[Obj], None] | None
+    ) -> Obj | None:
         """PUT the status subresource if it changed; the written job, or None if unchanged."""
         if status == (job.get("status") or {}):
             return None
+        if on_write is not None:
+            on_write(job)
         meta = job["metadata"]
         body = dict(job, status=status)
         with _conflict_means_replan():

@@ -31,8 +31,9 @@ from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator.connection import Connection
 from trainop_core.operator.controller import Caches, JobController
 from trainop_core.operator.decorating import operator_decorators
-from trainop_core.operator.effects import Applier, expectation_keys
+from trainop_core.operator.effects import Applier
 from trainop_core.operator.expectations import Expectations
+from trainop_core.operator.handlers import ChildHandler, JobHandler
 from trainop_core.operator.health import PROMETHEUS, Endpoints, check_route
 from trainop_core.operator.informer import Informer, ListWatch, RestListWatch
 from trainop_core.operator.kube import (
@@ -49,12 +50,7 @@ from trainop_core.operator.kube import (
 )
 from trainop_core.operator.leader import LeaderElector, RestLeaseStore, new_identity
 from trainop_core.operator.metrics import OperatorMetrics
-from trainop_core.operator.observe import (
-    JOB_NAME_LABEL,
-    cached_child,
-    controller_ref,
-    owner_index,
-)
+from trainop_core.operator.observe import JOB_NAME_LABEL, cached_child, owner_index
 from trainop_core.operator.options import Options
 from trainop_core.operator.recorder import EventRecorder
 from trainop_core.operator.webhook import Webhooks
@@ -74,65 +70,6 @@ def pod_group_resource(gang_scheduler_name: str) -> Resource | None:
     if not gang_scheduler_name:
         return None
     return VOLCANO_POD_GROUPS if gang_scheduler_name.lower() == "volcano" else PLUGINS_POD_GROUPS
-
-
-class _JobHandler:
-    def __init__(self, controller: JobController) -> None:
-        self.controller = controller
-
-    def on_add(self, obj: Obj) -> None:
-        self.controller.enqueue(obj)
-
-    def on_update(self, old: Obj, new: Obj) -> None:
-        self.controller.enqueue(new)
-
-    def on_delete(self, obj: Obj) -> None:
-        self.controller.enqueue(obj)
-
-
-class _ChildHandler:
-    """Pods/services/PodGroups: lower expectations, enqueue the controlling job (by ownerRef)."""
-
-    def __init__(
-        self, controllers: dict[str, JobController], expectations: Expectations, resource: str
-    ) -> None:
-        self.controllers, self.expectations, self.resource = controllers, expectations, resource
-
-    def _route(self, obj: Obj) -> tuple[JobController, str, str] | None:
-        ref = controller_ref(obj)
-        if ref is None or not str(ref.get("apiVersion", "")).startswith("kubeflow.org/"):
-            return None
-        controller = self.controllers.get(str(ref.get("kind", "")))
-        if controller is None:
-            return None
-        ns = obj.get("metadata", {}).get("namespace", "default")
-        pods_key, services_key = expectation_keys(controller.kind, ns, str(ref.get("name")))
-        return (
-            controller,
-            f"{ns}/{ref.get('name')}",
-            pods_key if self.resource == "pods" else services_key,
-        )
-
-    def on_add(self, obj: Obj) -> None:
-        route = self._route(obj)
-        if route:
-            route[0].expectations.observed_creation(route[2])
-            route[0].queue.add(route[1])
-
-    def on_update(self, old: Obj, new: Obj) -> None:
-        route = self._route(new)
-        if route:
-            deleting = new.get("metadata", {}).get("deletionTimestamp")
-            if deleting and not old.get("metadata", {}).get("deletionTimestamp"):
-                route[0].expectations.observed_deletion(route[2])
-            route[0].queue.add(route[1])
-
-    def on_delete(self, obj: Obj) -> None:
-        route = self._route(obj)
-        if route:
-            if not obj.get("metadata", {}).get("deletionTimestamp"):  # else counted on update
-                route[0].expectations.observed_deletion(route[2])
-            route[0].queue.add(route[1])
 
 
 class Manager:
@@ -233,7 +170,7 @@ class Manager:
         for name in ("pods", "services", "podgroups"):
             if name in self.informers:
                 self.informers[name].add_handler(
-                    _ChildHandler(self.controllers, self.expectations, name)
+                    ChildHandler(self.controllers, self.expectations, name)
                 )
 
     def _controller(self, kind: Kind, caches: Caches, plan_options: PlanOptions) -> JobController:
@@ -262,7 +199,7 @@ class Manager:
             plan_options,
             self.decorators,
         )
-        jobs.add_handler(_JobHandler(controller))
+        jobs.add_handler(JobHandler(controller))
         return controller
 
     def _build_elector(self, api: Connection) -> LeaderElector | None:
