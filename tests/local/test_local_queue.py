@@ -108,6 +108,23 @@ def restarted(home: Path, names: list[str]) -> set[str]:
     return {n for n in names if any(e["reason"] == "SupervisorRestarted" for e in events[n])}
 
 
+def kill_one(
+    client: TrainingClient, home: Path, names: list[str], wanted: str, *, last: bool = False
+) -> list[str] | None:
+    """SIGKILL the supervisor of one job in state `wanted` (the first, or the last); the jobs
+    seen in that state, or None if none could be killed. A finished job's supervisor seen alive
+    may have done its step before the lock was taken and be gone by the kill: then look again
+    (one that finishes while the lock is held stays alive, blocked in its step)."""
+    found = in_state(client, home, names, wanted)
+    if not found:
+        return None
+    try:
+        os.kill(supervisor_pid(home, found[-1] if last else found[0]), signal.SIGKILL)
+    except ProcessLookupError:
+        return None
+    return found
+
+
 def supervisor_pid(home: Path, name: str) -> int:
     pid = JobDir(home / "jobs" / "default" / name).read_supervisor_pid()
     assert pid is not None
@@ -136,10 +153,8 @@ def test_twenty_jobs_never_exceed_two_cpus_and_all_succeed_through_supervisor_cr
     #    just finished blocks in the step that would admit the next one; it and a waiting job's
     #    supervisor (blocked in its own step) are killed before the lock is given back.
     with flocked(lock_file(StateRoot(home))):
-        admitting = wait_for(lambda: in_state(client, home, names, "Succeeded"), TIMEOUT)
-        waiting = wait_for(lambda: in_state(client, home, names, "Queued"), TIMEOUT)
-        os.kill(supervisor_pid(home, admitting[0]), signal.SIGKILL)
-        os.kill(supervisor_pid(home, waiting[-1]), signal.SIGKILL)
+        wait_for(lambda: kill_one(client, home, names, "Succeeded"), TIMEOUT)
+        waiting = wait_for(lambda: kill_one(client, home, names, "Queued", last=True), TIMEOUT)
 
     wait_for(lambda: all_succeeded(client, names), TIMEOUT, interval=0.1)
     assert most_at_once(records) == 2
