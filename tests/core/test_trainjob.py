@@ -334,3 +334,88 @@ def test_the_internal_kind_serves_no_v1_resource() -> None:
         "torch-distributed.yaml",
         "xgboost-distributed.yaml",
     ]
+
+
+# --- status in Trainer's terms -------------------------------------------------------------------
+
+
+def finished_with(kind_of_end: str, message: str = "") -> Any:
+    from trainop_core.api.types import ConditionStatus, ConditionType, JobCondition, JobStatus
+
+    _, job = prepare_trainjob(Document(trainjob(), ""))
+    conditions = [JobCondition(type=ConditionType.RUNNING, status=ConditionStatus.TRUE)]
+    conditions.append(
+        JobCondition(type=ConditionType(kind_of_end), status=ConditionStatus.TRUE, message=message)
+    )
+    job.status = JobStatus(conditions=conditions)
+    return job
+
+
+@pytest.mark.parametrize(
+    ("end", "message", "condition", "reason"),
+    [
+        ("Succeeded", "", "Complete", "JobsCompleted"),
+        ("Failed", "1 Node replica(s) failed.", "Failed", "JobsFailed"),
+        (
+            "Failed",
+            "Job tj has failed because it was active longer than specified deadline",
+            "Failed",
+            "DeadlineExceeded",
+        ),
+        ("Suspended", "", "Suspended", "Suspended"),
+    ],
+    ids=["success is Complete", "a failure is Failed", "the deadline", "suspended"],
+)
+def test_status_reads_as_trainers(end: str, message: str, condition: str, reason: str) -> None:
+    from trainop_core.runtimes.status import trainjob_state, trainjob_status
+
+    job = finished_with(end, message)
+    status = trainjob_status(job)
+    assert [(c.type, c.status, c.reason) for c in status.conditions] == [
+        (condition, "True", reason)
+    ]
+    assert trainjob_state(job) == condition
+    assert status.jobs_status is not None and status.jobs_status[0].name == "node"
+
+
+# --- the CLI -------------------------------------------------------------------------------------
+
+
+def test_trainop_runtimes_lists_the_defaults_and_a_named_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trainop_core.cli.main import main
+
+    data = runtime(torch={})
+    data["metadata"]["name"] = "site-torch"
+    (tmp_path / "site.yaml").write_text(json.dumps(data))
+    assert main(["runtimes", "--runtimes", str(tmp_path)]) == 0
+    rows = [line.split()[:2] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert rows == [
+        ["site-torch", "ClusterTrainingRuntime"],
+        ["jax-distributed", "ClusterTrainingRuntime"],
+        ["torch-distributed", "ClusterTrainingRuntime"],
+        ["xgboost-distributed", "ClusterTrainingRuntime"],
+    ]
+
+
+def test_trainop_runtimes_yaml_is_what_kubectl_applies(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from trainop_core.cli.main import main
+
+    assert main(["runtimes", "-o", "yaml"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [parse_v2(d).name for d in docs] == [r.name for r in default_catalog().runtimes]
+
+
+def test_a_bad_runtime_file_names_the_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trainop_core.cli.main import main
+
+    data = runtime(torch={}, numNodes=-1)
+    (tmp_path / "bad.yaml").write_text(json.dumps(data))
+    assert main(["runtimes", "--runtimes", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and "spec.mlPolicy.numNodes: must be at least 1" in err

@@ -26,6 +26,19 @@ EXAMPLES = {
         "timeout_s": 120,
         "measured_s": 7.3,
     },
+    "examples/pytorch/ddp-trainjob.yaml": {
+        # The same training as a Kubeflow Trainer v2 TrainJob: torchrun on 2 nodes, PET_* env.
+        "replicas": {"Node": 2},
+        "must_match": [
+            r"rank=1 world_size=2",
+            r"all_reduce\(rank\+1\)=3 expected=3 OK",
+            r"train_shard=719 of 1437",
+            r"replicas_in_sync=True",
+            r"^accuracy=0\.(8|9)\d+",
+        ],
+        "timeout_s": 120,
+        "measured_s": 10.9,
+    },
     "examples/tensorflow/mwms.yaml": {
         "replicas": {"Worker": 2},
         "must_match": [

@@ -23,6 +23,7 @@ COMMANDS = (
     "validate",
     "render",
     "crds",
+    "runtimes",
     "operator",
     "tune",
 )

@@ -46,7 +46,7 @@ class RuntimeCatalog:
 
 def runtime_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
-        problem = Problem("", f"{directory} is not a directory of runtime YAML files")
+        problem = Problem("", "not a directory of runtime YAML files")
         raise InvalidJobError([problem], source=str(directory))
     return sorted(p for p in directory.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
 
