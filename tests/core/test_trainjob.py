@@ -419,3 +419,16 @@ def test_a_bad_runtime_file_names_the_file_and_field(
     assert main(["runtimes", "--runtimes", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "bad.yaml" in err and "spec.mlPolicy.numNodes: must be at least 1" in err
+
+
+def test_pods_and_services_are_owned_by_the_trainjob() -> None:
+    kind, job = prepare_trainjob(Document(trainjob(), ""))
+    job.metadata.uid = "uid-1"
+    first = plan(job, kind, Observed(), T0, KubernetesAddressing(job, kind))
+    for obj in [*first.create_pods, *first.create_services]:
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["apiVersion"], owner["kind"], owner["uid"]) == (
+            v2.API_VERSION,
+            "TrainJob",
+            "uid-1",
+        )

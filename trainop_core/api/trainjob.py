@@ -112,6 +112,9 @@ class TrainJobStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
     jobs_status: list[ChildJobStatus] | None = None
     trainer_status: dict[str, Any] | None = None
+    # trainop's own: the planner's record of the run (start time for the deadline, replica
+    # counts, its Created/Running conditions). Not Trainer's; its clients ignore the field.
+    planner_status: dict[str, Any] | None = None
 
 
 class TrainJob(ApiModel):
