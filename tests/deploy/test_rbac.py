@@ -26,6 +26,7 @@ from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator import kube
 from trainop_core.operator.webhook import rotator
 from trainop_core.operator.webhook.options import WebhookOptions
+from trainop_core.runtimes import operator as trainjobs
 from trainop_core.testing.builders import wait_for
 from trainop_core.testing.faultproxy import FaultProxy
 from trainop_core.testing.kubelet import Rule
@@ -51,8 +52,9 @@ def granted() -> set[Grant]:
 
 def declared_resources(registry: KindRegistry) -> set[tuple[str, str]]:
     """(group, plural) of every REST resource the operator's code can address."""
-    modules = (*vars(kube).values(), *vars(rotator).values())
+    modules = (*vars(kube).values(), *vars(rotator).values(), *vars(trainjobs).values())
     resources = {(r.group, r.plural) for r in modules if isinstance(r, kube.Resource)}
+    resources.add((trainjobs.TRAINJOBS.group, f"{trainjobs.TRAINJOBS.plural}/status"))
     jobs = {("kubeflow.org", k.plural) for k in registry.kinds}
     statuses = {("kubeflow.org", f"{k.plural}/status") for k in registry.kinds}
     return resources | jobs | statuses
