@@ -432,3 +432,29 @@ def test_pods_and_services_are_owned_by_the_trainjob() -> None:
             "TrainJob",
             "uid-1",
         )
+
+
+def test_a_runtime_in_trainers_own_shape_runs_its_torch_process_count(tmp_path: Path) -> None:
+    data = runtime(torch={"numProcPerNode": "auto"})  # as Trainer's own torch-distributed says
+    (tmp_path / "upstream.yaml").write_text(json.dumps(data))
+    _, job = prepare_trainjob(Document(trainjob(trainer={"numNodes": 2}), ""), tmp_path)
+    kind = KIND
+    job.metadata.uid = "uid-1"
+    first = plan(job, kind, Observed(), T0, KubernetesAddressing(job, kind))
+    assert env_of(first.create_pods[1])["PET_NPROC_PER_NODE"] == "auto"
+    mine = trainjob(trainer={"numProcPerNode": 3})
+    _, job = prepare_trainjob(Document(mine, ""), tmp_path)
+    assert job.spec.num_proc_per_node == 3  # the TrainJob's count wins
+
+
+@pytest.mark.parametrize(
+    ("torch", "path"),
+    [
+        ({"numProcPerNode": "many"}, "spec.mlPolicy.torch.numProcPerNode"),
+        ({"numProcPerNode": 0}, "spec.mlPolicy.torch.numProcPerNode"),
+        ({"envInjection": {"targets": []}}, "spec.mlPolicy.torch.envInjection"),
+    ],
+    ids=["a word other than auto", "zero processes", "envInjection is not supported"],
+)
+def test_a_bad_torch_policy_is_named(torch: dict[str, Any], path: str) -> None:
+    assert path in problems_of(runtime(torch=torch))

@@ -137,6 +137,9 @@ class TrainJob(ApiModel):
 
 
 class TorchPolicy(ApiModel):
+    # Earlier releases' processes per node ("auto" or a count), still in Trainer's own runtimes;
+    # a TrainJob's trainer.numProcPerNode wins over it.
+    num_proc_per_node: int | str | None = None
     env_injection: dict[str, Any] | None = None
 
 

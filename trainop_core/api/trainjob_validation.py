@@ -265,11 +265,23 @@ def _policy_problems(policy: v2.MLPolicy | None) -> list[Problem]:
     if len(sources) > 1:
         message = f"at most one ML policy may be set, got {', '.join(sources)}"
         problems.append(Problem("spec.mlPolicy", message))
+    torch_nproc = policy.torch.num_proc_per_node if policy.torch else None
+    if isinstance(torch_nproc, str) and torch_nproc != "auto":
+        message = f'expected a number of processes or "auto", got {describe(torch_nproc)}'
+        problems.append(Problem("spec.mlPolicy.torch.numProcPerNode", message))
+    problems += _positive("spec.mlPolicy.torch.numProcPerNode", _int_or_none(torch_nproc))
+    if policy.torch is not None and policy.torch.env_injection is not None:
+        message = "is not supported by trainop: the contract goes to the node container only"
+        problems.append(Problem("spec.mlPolicy.torch.envInjection", message))
     for unsupported in ("mpi", "flux"):
         if unsupported in sources:
             message = f"the {unsupported} ML policy is not supported by trainop yet"
             problems.append(Problem(f"spec.mlPolicy.{unsupported}", message))
     return problems
+
+
+def _int_or_none(value: int | str | None) -> int | None:
+    return value if isinstance(value, int) else None
 
 
 def _replicated_job_problems(job: v2.ReplicatedJob, path: str) -> list[Problem]:

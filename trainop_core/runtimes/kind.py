@@ -8,7 +8,7 @@ the JobSet labels the Kubeflow SDK selects and reads them by (see `SDK_LABELS`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -31,7 +31,7 @@ PORT_NAME = "node-port"
 class PlannedTrainJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(alias="replicaSpecs")
     ml_policy: str = "plain"
-    num_proc_per_node: int = Field(default=1, ge=1)
+    num_proc_per_node: int | Literal["auto"] = 1
 
 
 class PlannedTrainJob(TrainingJob):

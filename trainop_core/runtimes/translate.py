@@ -7,7 +7,7 @@ patch, in order, changes what its manager may change; the ML policy gives the en
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from trainop_core.api import trainjob as v2
 from trainop_core.api.trainjob_validation import is_trainer_step
@@ -63,9 +63,19 @@ def translate(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> PlannedTrainJob:
             replica_specs={NODE: replica},
             run_policy=_run_policy(job.spec, runtime.spec, job_spec, nodes),
             ml_policy=policy.name,
-            num_proc_per_node=trainer.num_proc_per_node or 1,
+            num_proc_per_node=_processes(trainer, ml),
         ),
     )
+
+
+def _processes(trainer: v2.Trainer, ml: v2.MLPolicy) -> int | Literal["auto"]:
+    """The TrainJob's count, else the torch runtime's (a count or "auto"), else 1."""
+    runtime = ml.torch.num_proc_per_node if ml.torch else None
+    if trainer.num_proc_per_node is not None:
+        return trainer.num_proc_per_node
+    if runtime == "auto":
+        return "auto"
+    return runtime if isinstance(runtime, int) else 1
 
 
 def _override_node(pod: dict[str, Any], trainer: v2.Trainer, port: int) -> None:

@@ -14,11 +14,11 @@ from trainop_core.kinds.base import ClusterContext
 
 NODE = "Node"  # the trainer step as a replica type (pods and replica ids read node-<i>)
 
-# (context, node index, processes per node) -> env entries; pure.
-NodeEnv = Callable[[ClusterContext, int, int], list[dict[str, Any]]]
+# (context, node index, processes per node: a count or "auto") -> env entries; pure.
+NodeEnv = Callable[[ClusterContext, int, int | str], list[dict[str, Any]]]
 
 
-def no_env(ctx: ClusterContext, index: int, nproc: int) -> list[dict[str, Any]]:
+def no_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[str, Any]]:
     return []
 
 

@@ -9,7 +9,7 @@ from trainop_core.kinds.common import env_var
 from trainop_core.runtimes.policies.base import MLPolicy, master, nodes
 
 
-def xgboost_env(ctx: ClusterContext, index: int, nproc: int) -> list[dict[str, Any]]:
+def xgboost_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[str, Any]]:
     host, port = master(ctx)
     return [
         env_var("DMLC_TRACKER_URI", host),
