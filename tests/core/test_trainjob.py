@@ -458,3 +458,21 @@ def test_a_runtime_in_trainers_own_shape_runs_its_torch_process_count(tmp_path: 
 )
 def test_a_bad_torch_policy_is_named(torch: dict[str, Any], path: str) -> None:
     assert path in problems_of(runtime(torch=torch))
+
+
+def test_trainop_validate_checks_a_trainjob_with_its_runtime_and_a_runtime_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trainop_core.cli.main import main
+
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(json.dumps(trainjob()))
+    bad.write_text(json.dumps(trainjob("torch-nope")))
+    runtime_file = DEFAULTS_DIR / "torch-distributed.yaml"
+    assert main(["validate", str(good), str(runtime_file)]) == 0
+    out = capsys.readouterr().out
+    assert "TrainJob/tj: valid" in out and "ClusterTrainingRuntime/torch-distributed: valid" in out
+    assert main(["validate", str(bad)]) == 2
+    assert f"{bad}: TrainJob/tj: spec.runtimeRef.name: no ClusterTrainingRuntime" in (
+        capsys.readouterr().err
+    )
