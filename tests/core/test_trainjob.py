@@ -476,3 +476,17 @@ def test_trainop_validate_checks_a_trainjob_with_its_runtime_and_a_runtime_alone
     assert f"{bad}: TrainJob/tj: spec.runtimeRef.name: no ClusterTrainingRuntime" in (
         capsys.readouterr().err
     )
+
+
+def test_the_kubernetes_client_backend_refuses_a_trainjob_before_any_request() -> None:
+    pytest.importorskip("kubernetes")
+    from kubernetes import client as k8s_client
+
+    from trainop_core.backends.kubernetes.backend import KubernetesBackend
+    from trainop_core.client import TrainingClient
+
+    # No server listens there: the refusal must come before any request is made.
+    api = k8s_client.ApiClient(k8s_client.Configuration(host="http://127.0.0.1:9"))
+    backend = KubernetesBackend(api_client=api, namespace="team")
+    with pytest.raises(InvalidJobError, match="kubectl or the Kubeflow SDK"):
+        TrainingClient(backend).create(trainjob())
