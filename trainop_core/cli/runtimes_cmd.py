@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
         description=(
             "List the Kubeflow Trainer v2 runtimes (ClusterTrainingRuntime, TrainingRuntime) "
             "that `trainop run` finds for a TrainJob: those of --runtimes DIR first, then the "
-            "defaults trainop ships (torch-distributed, xgboost-distributed, jax-distributed). "
+            "defaults trainop ships (Kubeflow Trainer's torch, xgboost, ... runtimes). "
             "`-o yaml` prints them for `kubectl apply --server-side -f -`."
         ),
     )
