@@ -490,3 +490,18 @@ def test_the_kubernetes_client_backend_refuses_a_trainjob_before_any_request() -
     backend = KubernetesBackend(api_client=api, namespace="team")
     with pytest.raises(InvalidJobError, match="kubectl or the Kubeflow SDK"):
         TrainingClient(backend).create(trainjob())
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        ((), ([], False)),
+        (("TrainJob",), ([], True)),
+        (("pytorchjob", "trainjob"), (["pytorchjob"], True)),
+    ],
+    ids=["none: every v1 kind, no TrainJob", "TrainJob alone", "case-insensitive, with a v1 kind"],
+)
+def test_trainjob_is_an_opt_in_scheme(names: tuple[str, ...], expected: Any) -> None:
+    from trainop_core.runtimes.operator import split_schemes
+
+    assert split_schemes(names) == expected
