@@ -505,3 +505,30 @@ def test_trainjob_is_an_opt_in_scheme(names: tuple[str, ...], expected: Any) -> 
     from trainop_core.runtimes.operator import split_schemes
 
     assert split_schemes(names) == expected
+
+
+RENDER_GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "render"
+
+
+@pytest.mark.parametrize(
+    "runtime_name",
+    ["torch-distributed", "xgboost-distributed", "jax-distributed"],
+    ids=lambda n: f"a TrainJob on {n} renders as its golden",
+)
+def test_a_rendered_trainjob_matches_its_golden_file(
+    runtime_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the operator creates for a 2-node TrainJob (TRAINOP_UPDATE_GOLDEN=1 regenerates)."""
+    import os
+
+    from trainop_core.cli.main import main
+
+    source = tmp_path / "tj.yaml"
+    spec = {"trainer": {"numNodes": 2, "numProcPerNode": 2, "command": ["python", "train.py"]}}
+    source.write_text(json.dumps(trainjob(runtime_name, **spec)))
+    assert main(["render", str(source)]) == 0
+    rendered = capsys.readouterr().out
+    golden = RENDER_GOLDEN / f"trainjob-{runtime_name}.yaml"
+    if os.environ.get("TRAINOP_UPDATE_GOLDEN") == "1":
+        golden.write_text(rendered)
+    assert rendered == golden.read_text()
