@@ -103,11 +103,37 @@ def test_a_suspended_trainjob_has_no_pods_until_resumed(
     wait_for(lambda: condition(cluster, "tj", "Complete"), 60, "TrainJob Complete after resume")
 
 
-def test_a_trainjob_naming_no_runtime_fails_naming_the_field(
+def test_a_trainjob_waits_for_its_runtime_with_a_warning_then_runs(
     trainer_cluster: Cluster, run_operator: Start
 ) -> None:
+    """kubectl apply of a directory may create the TrainJob before the runtime it names."""
     cluster = trainer_cluster
     run_operator(enable_schemes=("TrainJob",)).wait_started()
-    create_trainjob(cluster, "tj", "no-such-runtime")
+    cluster.rule("*", run_seconds=0.2)
+    with contextlib.suppress(ApiException):  # 404: no earlier test left it
+        cluster.custom.delete_cluster_custom_object(*TRAINER, "clustertrainingruntimes", "late")
+    create_trainjob(cluster, "tj", "late")
+    warned = wait_for(
+        lambda: [e for e in cluster.events("tj") if e.reason == "TrainingRuntimeNotFound"],
+        60,
+        "a TrainingRuntimeNotFound event",
+    )
+    assert "spec.runtimeRef.name" in warned[0].message and "torch-distributed" in warned[0].message
+    assert cluster.pods("tj") == [] and condition(cluster, "tj", "Failed") is None
+    late = yaml.safe_load((RUNTIMES_DIR / "torch-distributed.yaml").read_text())
+    late["metadata"]["name"] = "late"
+    cluster.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", late)
+    wait_for(lambda: condition(cluster, "tj", "Complete"), 60, "TrainJob Complete")
+
+
+def test_an_invalid_trainjob_fails_once_naming_the_field(
+    trainer_cluster: Cluster, run_operator: Start
+) -> None:
+    """No admission webhook refused it (trainop serves none for TrainJobs): the operator fails it
+    with every problem, and runs nothing."""
+    cluster = trainer_cluster
+    run_operator(enable_schemes=("TrainJob",)).wait_started()
+    create_trainjob(cluster, "tj", "torch-distributed", trainer={"numNodes": 0})
     failed = wait_for(lambda: condition(cluster, "tj", "Failed"), 60, "TrainJob Failed")
-    assert "spec.runtimeRef.name" in failed["message"] and "torch-distributed" in failed["message"]
+    assert "spec.trainer.numNodes: must be at least 1" in failed["message"]
+    assert cluster.pods("tj") == []

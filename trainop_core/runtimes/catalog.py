@@ -19,6 +19,10 @@ DEFAULTS_DIR = Path(__file__).parent / "defaults"
 RUNTIMES_ENV = "TRAINOP_RUNTIMES"  # a directory of runtime YAML files, used when none is named
 
 
+class RuntimeNotFoundError(InvalidJobError):
+    """The runtime a TrainJob names is not there (yet: on a cluster it may be applied later)."""
+
+
 @dataclass(frozen=True)
 class RuntimeCatalog:
     runtimes: tuple[v2.TrainingRuntime, ...]
@@ -35,7 +39,7 @@ class RuntimeCatalog:
                 return runtime
         known = ", ".join(sorted(r.name for r in self.runtimes if r.kind == kind)) or "none"
         message = f'no {kind} named "{ref.name}" (known: {known})'
-        raise InvalidJobError([Problem("spec.runtimeRef.name", message)])
+        raise RuntimeNotFoundError([Problem("spec.runtimeRef.name", message)])
 
     @staticmethod
     def _visible(runtime: v2.TrainingRuntime, namespace: str) -> bool:

@@ -15,12 +15,12 @@ from trainop_core.api.job import TrainingJob
 from trainop_core.api.load import Document
 from trainop_core.api.trainjob_validation import parse_v2
 from trainop_core.api.types import JobStatus
-from trainop_core.errors import InvalidJobError, TerminalError
+from trainop_core.errors import InvalidJobError, TerminalError, TrainopError
 from trainop_core.operator.controller import JobController
 from trainop_core.operator.effects import Applier
 from trainop_core.operator.informer import Informer, object_key
 from trainop_core.operator.kube import Obj, Resource
-from trainop_core.runtimes.catalog import RuntimeCatalog
+from trainop_core.runtimes.catalog import RuntimeCatalog, RuntimeNotFoundError
 from trainop_core.runtimes.kind import KIND
 from trainop_core.runtimes.prepare import prepare_trainjob
 from trainop_core.runtimes.status import status_from
@@ -53,6 +53,10 @@ def decode_status(status: dict[str, Any] | None) -> JobStatus | None:
     return JobStatus.model_validate(planner) if isinstance(planner, dict) else None
 
 
+class RuntimeMissing(TrainopError):
+    """Retried: the runtime a TrainJob names is not in the cache."""
+
+
 class TrainJobApplier(Applier):
     def _write_status(self, job: Obj, status: dict[str, Any]) -> Obj | None:
         return super()._write_status(job, encode_status(status))
@@ -72,6 +76,12 @@ class TrainJobController(JobController):
     def _prepare(self, job: Obj) -> TrainingJob:
         try:
             _, model = prepare_trainjob(Document(_spec_only(job), ""), self._catalog())
+        except RuntimeNotFoundError as exc:
+            # Not the job's fault for good: the runtime may be applied after it (kubectl apply
+            # of a directory). Say so on the job and look again with the queue's backoff.
+            message = "; ".join(str(p) for p in exc.problems)
+            self.applier.record(job, "Warning", "TrainingRuntimeNotFound", message)
+            raise RuntimeMissing(message) from exc
         except InvalidJobError as exc:
             self._mark_invalid(job, exc)
             raise TerminalError(str(exc)) from exc

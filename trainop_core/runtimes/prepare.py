@@ -56,7 +56,7 @@ def prepare_trainjob(
         kind, planned = prepare(translate(job, runtime))
     except InvalidJobError as err:
         label = err.job or f"TrainJob/{_name(doc.data)}"
-        raise InvalidJobError(err.problems, source=doc.source, job=label) from None
+        raise type(err)(err.problems, source=doc.source, job=label) from None
     assert isinstance(planned, PlannedTrainJob)  # reason: the TrainJob kind's model
     # Checked as kubeflow.org/v1 above; its pods and services are owned by the TrainJob itself.
     planned.api_version = v2.API_VERSION
