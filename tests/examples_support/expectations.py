@@ -64,6 +64,20 @@ EXAMPLES = {
         "timeout_s": 120,
         "measured_s": 2.8,
     },
+    "examples/xgboost/dist-trainjob.yaml": {
+        # The same training as a TrainJob: the xgboost ML policy's DMLC_* contract.
+        "replicas": {"Node": 3},
+        "must_match": [
+            r"rank=0 started RabitTracker",
+            r"collective_world_size=3",
+            r"all_reduce\(train_shard\)=24000 all_reduce\(rank\+1\)=6 expected=6 OK",
+            r"models_identical=True",
+            r"final: world_size=3",
+            r"^accuracy=0\.\d+",
+        ],
+        "timeout_s": 120,
+        "measured_s": 3.0,
+    },
     "examples/mxnet/ps.yaml": {
         "replicas": {"Scheduler": 1, "Server": 1, "Worker": 2},
         "needs": "bash examples/mxnet/setup_venv.sh",
