@@ -63,6 +63,18 @@ def prepare_trainjob(
     return kind, planned
 
 
+def planned_manifest(job: PlannedTrainJob) -> dict[str, Any]:
+    """The planned job as kubeflow.org/v1 wire data of the internal TrainJob kind: what an
+    integration that edits v1 replica specs (Flyte's connector) works on, and what
+    `TrainingClient.create` runs as it is (the runtime was resolved when it was planned)."""
+    from trainop_core.api.job import API_VERSION
+
+    data = job.to_dict()
+    data.pop("status", None)
+    data["apiVersion"] = API_VERSION
+    return data
+
+
 def v2_document(docs: Sequence[Document]) -> Document | None:
     """The document to run if `docs` is a single Trainer v2 object, else None (a v1 job)."""
     from trainop_core.api.trainjob_validation import is_v2
