@@ -532,3 +532,37 @@ def test_a_rendered_trainjob_matches_its_golden_file(
     if os.environ.get("TRAINOP_UPDATE_GOLDEN") == "1":
         golden.write_text(rendered)
     assert rendered == golden.read_text()
+
+
+def test_a_new_runtime_enqueues_exactly_the_trainjobs_that_name_it() -> None:
+    from trainop_core.runtimes.operator import RuntimeHandler
+
+    def job(name: str, namespace: str, ref: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": namespace}, "spec": {"runtimeRef": ref}}
+
+    jobs = [
+        job("a", "team", {"name": "late"}),  # ClusterTrainingRuntime by default
+        job("b", "team", {"name": "other"}),
+        job("c", "team", {"name": "late", "kind": "TrainingRuntime"}),
+        job("d", "elsewhere", {"name": "late", "kind": "TrainingRuntime"}),
+    ]
+
+    class Controller:
+        def __init__(self) -> None:
+            self.jobs = self
+            self.enqueued: list[str] = []
+
+        def list(self) -> list[dict[str, Any]]:
+            return jobs
+
+        def enqueue(self, obj: dict[str, Any]) -> None:
+            self.enqueued.append(obj["metadata"]["name"])
+
+    controller = Controller()
+    handler = RuntimeHandler(controller)  # type: ignore[arg-type]  # reason: a fake controller
+    handler.on_add({"kind": "ClusterTrainingRuntime", "metadata": {"name": "late"}})
+    assert controller.enqueued == ["a"]
+    controller.enqueued.clear()
+    namespaced = {"kind": "TrainingRuntime", "metadata": {"name": "late", "namespace": "team"}}
+    handler.on_update(namespaced, namespaced)
+    assert controller.enqueued == ["c"]

@@ -106,24 +106,30 @@ def test_a_suspended_trainjob_has_no_pods_until_resumed(
 def test_a_trainjob_waits_for_its_runtime_with_a_warning_then_runs(
     trainer_cluster: Cluster, run_operator: Start
 ) -> None:
-    """kubectl apply of a directory may create the TrainJob before the runtime it names."""
+    """kubectl apply of a directory may create the TrainJob before the runtime it names. The job
+    is retried with the queue's growing backoff; the runtime's arrival brings it back at once."""
     cluster = trainer_cluster
     run_operator(enable_schemes=("TrainJob",)).wait_started()
     cluster.rule("*", run_seconds=0.2)
     with contextlib.suppress(ApiException):  # 404: no earlier test left it
         cluster.custom.delete_cluster_custom_object(*TRAINER, "clustertrainingruntimes", "late")
     create_trainjob(cluster, "tj", "late")
+    # 12 failed looks: the next one is 5 ms * 2**12 = 20 s away.
     warned = wait_for(
-        lambda: [e for e in cluster.events("tj") if e.reason == "TrainingRuntimeNotFound"],
-        60,
-        "a TrainingRuntimeNotFound event",
+        lambda: [
+            e
+            for e in cluster.events("tj")
+            if e.reason == "TrainingRuntimeNotFound" and (e.count or 1) >= 12
+        ],
+        120,
+        "12 TrainingRuntimeNotFound warnings",
     )
     assert "spec.runtimeRef.name" in warned[0].message and "torch-distributed" in warned[0].message
     assert cluster.pods("tj") == [] and condition(cluster, "tj", "Failed") is None
     late = yaml.safe_load((RUNTIMES_DIR / "torch-distributed.yaml").read_text())
     late["metadata"]["name"] = "late"
     cluster.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", late)
-    wait_for(lambda: condition(cluster, "tj", "Complete"), 60, "TrainJob Complete")
+    wait_for(lambda: condition(cluster, "tj", "Complete"), 15, "TrainJob Complete, not backoff")
 
 
 def test_an_invalid_trainjob_fails_once_naming_the_field(

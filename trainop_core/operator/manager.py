@@ -64,6 +64,7 @@ from trainop_core.runtimes.operator import (
     CLUSTER_TRAINING_RUNTIMES,
     TRAINING_RUNTIMES,
     TRAINJOBS,
+    RuntimeHandler,
     TrainJobApplier,
     TrainJobController,
     split_schemes,
@@ -265,6 +266,8 @@ class Manager:
             self._informer(res.plural, self._list_watch(res))
             for res in (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
         )
+        for informer in controller.runtimes:
+            informer.add_handler(RuntimeHandler(controller))
         return controller
 
     def _controller(

@@ -102,6 +102,35 @@ class TrainJobController(JobController):
         return RuntimeCatalog(tuple(runtimes))
 
 
+class RuntimeHandler:
+    """A runtime added or changed: look again at the TrainJobs naming it at once (one waiting
+    for it with the queue's backoff would otherwise wait out its growing delay)."""
+
+    def __init__(self, controller: TrainJobController) -> None:
+        self.controller = controller
+
+    def on_add(self, obj: Obj) -> None:
+        self._enqueue_users(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._enqueue_users(new)
+
+    def on_delete(self, obj: Obj) -> None:
+        return None  # running jobs keep their pods; a new reconcile reports the runtime missing
+
+    def _enqueue_users(self, runtime: Obj) -> None:
+        kind = runtime.get("kind") or v2.CLUSTER_TRAINING_RUNTIME
+        meta = runtime.get("metadata") or {}
+        for job in self.controller.jobs.list():
+            ref = (job.get("spec") or {}).get("runtimeRef") or {}
+            same_kind = (ref.get("kind") or v2.CLUSTER_TRAINING_RUNTIME) == kind
+            visible = kind == v2.CLUSTER_TRAINING_RUNTIME or meta.get("namespace") == (
+                job.get("metadata") or {}
+            ).get("namespace")
+            if same_kind and visible and ref.get("name") == meta.get("name"):
+                self.controller.enqueue(job)
+
+
 def _spec_only(obj: Obj) -> Obj:
     """The object as a client wrote it: what the server adds (managedFields) stays out."""
     meta = {
