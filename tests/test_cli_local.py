@@ -233,3 +233,57 @@ def test_run_decorators_decorates_the_local_replicas_and_kubernetes_refuses_the_
     code = main(["submit", str(job_file(tmp_path, job)), "--decorators", str(config),
                  "--backend", "kubernetes"])  # fmt: skip
     assert code == 2 and "the operator decorates pods" in capsys.readouterr().err
+
+
+def test_run_a_trainjob_with_a_runtime_from_a_named_directory_and_get_it_as_trainer_says(
+    env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtimes = tmp_path / "runtimes"
+    runtimes.mkdir()
+    (runtimes / "site.yaml").write_text(
+        textwrap.dedent(
+            """\
+            apiVersion: trainer.kubeflow.org/v1alpha1
+            kind: ClusterTrainingRuntime
+            metadata: {name: site-plain, labels: {trainer.kubeflow.org/framework: plain}}
+            spec:
+              mlPolicy: {numNodes: 2}
+              template:
+                spec:
+                  replicatedJobs:
+                    - name: node
+                      template:
+                        spec:
+                          template:
+                            spec:
+                              containers:
+                                - name: node
+                                  image: site/python:3
+                                  env: [{name: SITE, value: "yes"}]
+            """
+        )
+    )
+    code = "import os; print('node says', os.environ['SITE'], 'PET_NNODES' in os.environ)"
+    job = tmp_path / "tj.yaml"
+    job.write_text(
+        textwrap.dedent(
+            f"""\
+            apiVersion: trainer.kubeflow.org/v1alpha1
+            kind: TrainJob
+            metadata: {{name: plain}}
+            spec:
+              runtimeRef: {{name: site-plain}}
+              trainer: {{command: [python, -c, "{code}"]}}
+            """
+        )
+    )
+    assert main(["run", "--runtimes", str(runtimes), str(job)]) == 0
+    out, err = capsys.readouterr()
+    assert sorted(line for line in out.splitlines() if "node says" in line) == [
+        "node-0 | node says yes False",  # the plain policy sets no contract env
+        "node-1 | node says yes False",
+    ]
+    assert "trainjob.trainer.kubeflow.org/plain created" in err
+    assert "trainjob.trainer.kubeflow.org/plain Complete after" in err
+    assert main(["get", "plain"]) == 0
+    assert "Complete" in capsys.readouterr().out

@@ -18,6 +18,7 @@ from typing import Any
 
 from trainop_core.api.admission import AdmissionWarning, admission_warnings
 from trainop_core.api.job import TrainingJob
+from trainop_core.api.load import Document, read_documents
 from trainop_core.api.names import check_job_ref, check_namespace, check_replica
 from trainop_core.api.types import ConditionType
 from trainop_core.backends.base import (
@@ -34,6 +35,7 @@ from trainop_core.planner.conditions import is_finished as status_finished
 from trainop_core.planner.conditions import is_true
 from trainop_core.replicas import primary_replica as primary_of
 from trainop_core.replicas import replica_id
+from trainop_core.runtimes.prepare import RuntimeSource, prepare_trainjob, v2_document
 
 JobSource = TrainingJob | str | Path | Mapping[str, Any]
 
@@ -77,6 +79,7 @@ class TrainingClient:
         *,
         namespace: str | None = None,
         workdir: str | Path | None = None,
+        runtimes: RuntimeSource = None,
     ) -> TrainingJob:
         """Validate, default and start `job` (a model, a YAML/JSON file path or text, a dict).
 
@@ -87,8 +90,11 @@ class TrainingClient:
         paths in the job (e.g. `command: [python, train.py]`) resolve against `workdir` if given,
         else the job file's directory when created from a file, else the current directory
         (the backend is then told none was chosen: the Ray backend then ships no directory).
+        A Kubeflow Trainer v2 TrainJob runs with its runtime found in `runtimes` (a directory
+        of runtime YAML files, searched before the defaults trainop ships; default
+        $TRAINOP_RUNTIMES) and is stored, listed and followed as kind TrainJob.
         """
-        kind, prepared, origin = prepare_source(job, namespace)
+        kind, prepared, origin = prepare_source(job, namespace, runtimes)
         for warning in admission_warnings(prepared, kind):
             warnings.warn(AdmissionWarning(str(warning)), stacklevel=2)
         chosen = workdir is not None or _as_path(job) is not None
@@ -263,17 +269,30 @@ def damage(job: TrainingJob) -> str:
 
 # --- input ----------------------------------------------------------------------------------------
 def prepare_source(
-    source: JobSource, namespace: str | None = None
+    source: JobSource, namespace: str | None = None, runtimes: RuntimeSource = None
 ) -> tuple[Kind, TrainingJob, Path]:
-    """Load, default and validate one job; also the directory its relative paths resolve in."""
+    """Load, default and validate one job; also the directory its relative paths resolve in.
+    A TrainJob (trainer.kubeflow.org) runs with its runtime from `runtimes`
+    (`trainop_core.runtimes.prepare.catalog_for`)."""
     from trainop_core.api.validation import prepare
 
     path = _as_path(source)
-    kind, job = prepare(path if path is not None else source)
+    v2 = _trainjob_document(path if path is not None else source)
+    kind, job = (
+        prepare_trainjob(v2, runtimes, namespace)
+        if v2 is not None
+        else prepare(path if path is not None else source)
+    )
     workdir = path.resolve().parent if path is not None else Path(os.getcwd())
     if namespace is not None:
         _set_namespace(job, namespace, str(path or ""))
     return kind, job, workdir
+
+
+def _trainjob_document(source: JobSource) -> Document | None:
+    if isinstance(source, TrainingJob):
+        return None
+    return v2_document(read_documents(source))
 
 
 def _as_path(source: JobSource) -> Path | None:

@@ -1,7 +1,9 @@
 """Distributed XGBoost (xgboost.collective / Rabit) for a Kubeflow XGBoostJob.
 
 Env contract (set by the operator): MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK
-(Master is rank 0, Worker i is rank i+1), WORKER_ADDRS, WORKER_PORT.
+(Master is rank 0, Worker i is rank i+1), WORKER_ADDRS, WORKER_PORT. As a Kubeflow Trainer v2
+TrainJob (dist-trainjob.yaml) the xgboost ML policy's DMLC_TRACKER_URI, DMLC_TRACKER_PORT,
+DMLC_TASK_ID and DMLC_NUM_WORKER say the same (node 0 is rank 0).
 
 Like the upstream Kubeflow xgboost-operator example (xgboost-dist), the Master
 replica plays two roles: it starts the RabitTracker bound to MASTER_ADDR:MASTER_PORT
@@ -35,12 +37,14 @@ def main():
     p.add_argument("--samples", type=int, default=30000)
     args = p.parse_args()
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
+    env = os.environ
+    world = int(env.get("WORLD_SIZE") or env.get("DMLC_NUM_WORKER") or "1")
+    rank = int(env.get("RANK") or env.get("DMLC_TASK_ID") or "0")
     # The tracker needs an IP (not a hostname); on Kubernetes MASTER_ADDR is the
     # master's service name, so resolve it.
-    master_ip = socket.gethostbyname(os.environ.get("MASTER_ADDR", "127.0.0.1"))
-    master_port = int(os.environ.get("MASTER_PORT", "9999"))
+    master = env.get("MASTER_ADDR") or env.get("DMLC_TRACKER_URI") or "127.0.0.1"
+    master_ip = socket.gethostbyname(master)
+    master_port = int(env.get("MASTER_PORT") or env.get("DMLC_TRACKER_PORT") or "9999")
     print(
         f"xgboost {xgb.__version__} rank={rank} world_size={world} "
         f"tracker={master_ip}:{master_port}",

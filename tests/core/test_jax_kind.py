@@ -26,6 +26,9 @@ def test_nothing_outside_its_module_and_the_table_line_knows_about_jax() -> None
         (str(path.relative_to(PACKAGE)), line.strip())
         for path in PACKAGE.rglob("*.py")
         if path != Path(jax.__file__).resolve()
+        # Trainer v2's API names its jax ML policy itself (trainop_core.runtimes has its own table)
+        and path.relative_to(PACKAGE).parts[0] != "runtimes"
+        and not path.name.startswith("trainjob")
         for line in path.read_text().splitlines()
         if "jax" in line.lower()
     ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -26,11 +27,14 @@ from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator import kube
 from trainop_core.operator.webhook import rotator
 from trainop_core.operator.webhook.options import WebhookOptions
+from trainop_core.runtimes import operator as trainjobs
+from trainop_core.runtimes.crds import trainer_crds
 from trainop_core.testing.builders import wait_for
 from trainop_core.testing.faultproxy import FaultProxy
 from trainop_core.testing.kubelet import Rule
 
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
+TRAINER_RUNTIMES = Path(__file__).resolve().parents[2] / "operator" / "trainer" / "runtimes"
 PLUGINS_SCHEDULER = "scheduler-plugins-scheduler"
 
 
@@ -51,8 +55,9 @@ def granted() -> set[Grant]:
 
 def declared_resources(registry: KindRegistry) -> set[tuple[str, str]]:
     """(group, plural) of every REST resource the operator's code can address."""
-    modules = (*vars(kube).values(), *vars(rotator).values())
+    modules = (*vars(kube).values(), *vars(rotator).values(), *vars(trainjobs).values())
     resources = {(r.group, r.plural) for r in modules if isinstance(r, kube.Resource)}
+    resources.add((trainjobs.TRAINJOBS.group, f"{trainjobs.TRAINJOBS.plural}/status"))
     jobs = {("kubeflow.org", k.plural) for k in registry.kinds}
     statuses = {("kubeflow.org", f"{k.plural}/status") for k in registry.kinds}
     return resources | jobs | statuses
@@ -263,3 +268,38 @@ def test_a_verb_missing_from_the_role_is_refused_by_the_server(
     with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy):
         wait_for(lambda: k8s_proxy.stats.answers[("create", "pods", 403)], timeout=60)
     assert not k8s.rest.get(f"/api/v1/namespaces/{k8s.namespace}/pods")["items"]
+
+
+def test_every_request_of_an_operator_running_trainjobs_is_granted(
+    k8s: K8s, k8s_proxy: FaultProxy, registry: KindRegistry
+) -> None:
+    """`--enable-scheme TrainJob` as the manifests' ServiceAccount: Trainer v2's CRDs and the
+    default runtimes applied as the docs say (`kubectl apply --server-side`), a TrainJob run to
+    Complete; the server refuses nothing and nothing outside the roles is sent."""
+    apply(k8s, manifests_for("overlays/standalone", k8s.namespace))
+    k8s.control_plane.install_crds(trainer_crds())
+    kubectl(k8s, "apply", "--server-side", "-f", str(TRAINER_RUNTIMES))
+    k8s.kubelet.rules[:] = [Rule(run_seconds=0.2)]
+    path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{k8s.namespace}/trainjobs"
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
+    }
+    with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy, enable_schemes=("TrainJob",)):
+        k8s.rest.create(path, body)
+
+        def complete() -> bool:
+            conditions = (k8s.rest.get(f"{path}/tj").get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+
+        wait_for(complete, timeout=60, interval=0.2)
+    refused = {key: n for key, n in k8s_proxy.stats.answers.items() if key[2] == 403}
+    assert not refused, f"the server refused the operator's requests: {refused}"
+    used = used_grants(k8s_proxy, registry)
+    assert not used - granted(), f"requests its ClusterRole does not allow: {used - granted()}"
+    for needed in [("trainer.kubeflow.org", "clustertrainingruntimes", "list"),
+                   ("trainer.kubeflow.org", "trainjobs/status", "update"),
+                   ("", "pods", "create")]:  # fmt: skip
+        assert needed in used, needed

@@ -26,6 +26,19 @@ EXAMPLES = {
         "timeout_s": 120,
         "measured_s": 7.3,
     },
+    "examples/pytorch/ddp-trainjob.yaml": {
+        # The same training as a Kubeflow Trainer v2 TrainJob: torchrun on 2 nodes, PET_* env.
+        "replicas": {"Node": 2},
+        "must_match": [
+            r"rank=1 world_size=2",
+            r"all_reduce\(rank\+1\)=3 expected=3 OK",
+            r"train_shard=719 of 1437",
+            r"replicas_in_sync=True",
+            r"^accuracy=0\.(8|9)\d+",
+        ],
+        "timeout_s": 120,
+        "measured_s": 10.9,
+    },
     "examples/tensorflow/mwms.yaml": {
         "replicas": {"Worker": 2},
         "must_match": [
@@ -50,6 +63,20 @@ EXAMPLES = {
         ],
         "timeout_s": 120,
         "measured_s": 2.8,
+    },
+    "examples/xgboost/dist-trainjob.yaml": {
+        # The same training as a TrainJob: the xgboost ML policy's DMLC_* contract.
+        "replicas": {"Node": 3},
+        "must_match": [
+            r"rank=0 started RabitTracker",
+            r"collective_world_size=3",
+            r"all_reduce\(train_shard\)=24000 all_reduce\(rank\+1\)=6 expected=6 OK",
+            r"models_identical=True",
+            r"final: world_size=3",
+            r"^accuracy=0\.\d+",
+        ],
+        "timeout_s": 120,
+        "measured_s": 3.0,
     },
     "examples/mxnet/ps.yaml": {
         "replicas": {"Scheduler": 1, "Server": 1, "Worker": 2},

@@ -111,3 +111,40 @@ def test_the_mxnet_parameter_server_example_runs_as_a_workflow_step(mxnet_venv: 
     assert state == "Succeeded"
     assert 0.5 < accuracy <= 1.0
     assert set(metrics) >= {"accuracy", "loss"}
+
+
+def test_a_trainjob_is_a_command_task_whose_node_0_reports() -> None:
+    code = (
+        "import os; print('accuracy=0.5 loss={{.inputs.loss}} rank=' + os.environ['PET_NODE_RANK'])"
+    )
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "command": ["python", "-c", code]},
+        },
+    }
+    task = TrainingJobCommandTask(
+        name="trainjob_metrics",
+        job=trainjob,
+        inputs={"loss": float},
+        outputs={"state": str, "metrics": dict[str, float]},
+    )
+
+    state, metrics = task(loss=0.125)
+
+    assert state == "Succeeded"
+    assert metrics == {"accuracy": 0.5, "loss": 0.125, "rank": 0.0}  # node 0's
+
+
+def test_a_trainjob_naming_no_runtime_is_refused_when_the_task_is_defined() -> None:
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {"runtimeRef": {"name": "no-such-runtime"}},
+    }
+    with pytest.raises(InvalidJobError, match=r"spec\.runtimeRef\.name"):
+        TrainingJobCommandTask(name="no_runtime", job=trainjob)

@@ -37,16 +37,17 @@ def quadratic_template(
 
     With `worker`, a Worker replica prints a far worse loss the runner must never read."""
     builder = make_job(kind, name).master(restart_policy="Never")
-    builder.command(_command("${trialParameters.lr}", steps, sleep), "Master")
+    builder.command(quadratic_command("${trialParameters.lr}", steps, sleep), "Master")
     builder.env("Master", **{TAG: tag})
     if worker:
         builder.workers(1, restart_policy="Never")
-        builder.command(_command("5", steps, sleep), "Worker")
+        builder.command(quadratic_command("5", steps, sleep), "Worker")
         builder.env("Worker", **{TAG: tag})
     return builder.build()
 
 
-def _command(lr: str, steps: int, sleep: float) -> list[str]:
+def quadratic_command(lr: str, steps: int, sleep: float) -> list[str]:
+    """quadratic.py's argv: `lr` may be a template placeholder."""
     return ["python", str(SCRIPT), "--lr", lr, "--steps", str(steps), "--sleep", str(sleep)]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hpo_support import leftovers, quadratic_loss, quadratic_template
+from hpo_support import TAG, leftovers, quadratic_command, quadratic_loss, quadratic_template
 from trainop_hpo import TrialRunner
 
 from trainop_core.client import TrainingClient, is_finished
@@ -108,3 +108,24 @@ def test_an_mpijob_trial_reads_rank_0_s_metrics_through_the_launcher(
         result = trial.result()
     assert result.state == "Succeeded", result
     assert result.metrics["accuracy"] > 0.9
+
+
+def test_a_trainjob_template_is_a_trial_whose_node_0_reports(
+    client: TrainingClient, home: Path, tag: str
+) -> None:
+    command = quadratic_command("${trialParameters.lr}", 3, 0.05)
+    template = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "quad"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "command": command, "env": [{"name": TAG, "value": tag}]},
+        },
+    }
+    with TrialRunner(template, client).start({"lr": 0.02}, trial_id="t1") as trial:
+        result = trial.result()
+    assert trial.primary == "node-0"
+    assert result.state == "Succeeded"
+    assert result.metrics == {"loss": pytest.approx(quadratic_loss(0.02, 3))}
+    assert leftovers(tag, home) == []

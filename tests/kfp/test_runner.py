@@ -104,3 +104,24 @@ def test_the_runner_imports_no_kfp() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert done.stdout.strip() == "[]"
+
+
+def test_a_trainjob_runs_like_any_job_and_node_0_is_the_primary(tag: str) -> None:
+    code = "import os; print(f'loss=0.25 rank={os.environ[\"PET_NODE_RANK\"]}')"
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "command": [sys.executable, "-c", code]},
+        },
+    }
+    echoed: list[str] = []
+
+    result = run_job(job, timeout_seconds=60, echo=echoed.append)
+
+    assert result.state == "Succeeded"
+    assert result.metrics == {"loss": 0.25, "rank": 0.0}  # node 0's
+    assert "node-0 | loss=0.25 rank=0" in echoed
+    assert TrainingClient().list() == []

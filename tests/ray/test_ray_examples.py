@@ -32,6 +32,8 @@ def _expectations() -> dict[str, dict[str, Any]]:
 EXPECTED = _expectations()
 TRAINING = [
     pytest.param("examples/pytorch/ddp.yaml", marks=pytest.mark.slow, id="PyTorch DDP"),
+    # The same training as a Kubeflow Trainer v2 TrainJob (torchrun, PET_* with node IPs).
+    pytest.param("examples/pytorch/ddp-trainjob.yaml", marks=pytest.mark.slow, id="TrainJob DDP"),
     pytest.param("examples/tensorflow/mwms.yaml", marks=pytest.mark.slow, id="TensorFlow MWMS"),
     pytest.param("examples/xgboost/dist.yaml", marks=pytest.mark.slow, id="XGBoost collective"),
     pytest.param("examples/paddle/collective.yaml", marks=pytest.mark.slow, id="Paddle collective"),

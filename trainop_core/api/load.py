@@ -75,10 +75,13 @@ class Document:
 
 @functools.cache
 def default_registry() -> KindLookup:
-    """The built-in kinds plus entry-point kinds, built once per process for convenience calls."""
+    """The built-in kinds, entry-point kinds and the internal TrainJob kind, built once per
+    process for convenience calls."""
     from trainop_core.kinds.table import build_registry
+    from trainop_core.runtimes.kind import KIND as TRAINJOB
 
-    registry: KindLookup = build_registry()
+    # TrainJobs run as one internal kind (trainop_core.runtimes); it serves no v1 resource.
+    registry: KindLookup = build_registry(extra=(TRAINJOB,))
     return registry
 
 

@@ -21,7 +21,20 @@ if TYPE_CHECKING:  # the models import pydantic: not needed for `trainop --help`
     from trainop_core.client import TrainingClient
 
 GROUP = "kubeflow.org"
+TRAINJOB = "TrainJob"  # Kubeflow Trainer v2 (trainop_core.runtimes), not imported for --help
+TRAINER_GROUP = "trainer.kubeflow.org"
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_TIMEOUT = 0, 1, 2, 124
+
+
+def add_runtimes_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtimes",
+        default=None,
+        metavar="DIR",
+        help="for a Kubeflow Trainer v2 TrainJob: a directory of TrainingRuntime / "
+        "ClusterTrainingRuntime YAML files, searched before the defaults trainop ships "
+        "(`trainop runtimes` lists them); default $TRAINOP_RUNTIMES",
+    )
 
 
 def add_backend_options(
@@ -106,6 +119,8 @@ def setup_logging() -> None:
 
 def resource(kind: str) -> str:
     """`pytorchjob.kubeflow.org`, as kubectl names a resource type ("job" if unknown)."""
+    if kind == TRAINJOB:
+        return f"{kind.lower()}.{TRAINER_GROUP}"
     return f"{kind.lower()}.{GROUP}" if kind else "job"
 
 
@@ -170,12 +185,23 @@ def age(job: TrainingJob, now: datetime | None = None) -> str:
 
 
 def state_label(job: TrainingJob) -> str:
-    from trainop_core.client import damage, job_state, supervisor_lost
+    from trainop_core.client import damage, supervisor_lost
 
     if damage(job):
         return "Damaged"
-    state = job_state(job)
+    state = display_state(job)
     return f"{state} (supervisor lost)" if supervisor_lost(job) else state
+
+
+def display_state(job: TrainingJob) -> str:
+    """The state a person reads: a TrainJob's as Trainer names it (Complete, not Succeeded)."""
+    from trainop_core.client import job_state
+
+    if job.kind == TRAINJOB:
+        from trainop_core.runtimes.status import trainjob_state
+
+        return trainjob_state(job)
+    return job_state(job)
 
 
 def warn_damaged(jobs: list[TrainingJob]) -> None:

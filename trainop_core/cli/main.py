@@ -24,6 +24,7 @@ COMMANDS = (
     "validate",
     "render",
     "crds",
+    "runtimes",
     "operator",
     "tune",
 )

@@ -16,6 +16,7 @@ import json
 import sys
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -24,6 +25,7 @@ from trainop_core.api.bounds import total_replicas
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import utc_now
 from trainop_core.api.validation import prepare_all
+from trainop_core.cli._output import add_runtimes_option
 from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
 from trainop_core.errors import InvalidJobError, Problem, TerminalError
 from trainop_core.kinds.base import Kind
@@ -141,7 +143,7 @@ def _check_size(jobs: Sequence[tuple[Kind, TrainingJob]], origin: str) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_decorator_config(args.decorators)
-        jobs = prepare_all(args.file)
+        jobs = _prepare(args.file, args.runtimes)
         _check_size(jobs, str(args.file))
         objects = render_objects(
             jobs,
@@ -158,13 +160,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prepare(file: str, runtimes: str | None) -> list[tuple[Kind, TrainingJob]]:
+    """Every job of `file`; a Kubeflow Trainer v2 TrainJob with its runtime (see --runtimes)."""
+    from trainop_core.api.load import read_documents
+    from trainop_core.runtimes.prepare import prepare_trainjob, v2_document
+
+    single = v2_document(read_documents(Path(file)))
+    if single is not None:
+        return [prepare_trainjob(single, runtimes)]
+    return prepare_all(file)
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "render",
         help="print the pods, services, PodGroup and other objects the operator would create",
         description=__doc__,
     )
-    parser.add_argument("file", help="a job file (YAML or JSON, several documents allowed)")
+    parser.add_argument(
+        "file", help="a job file (YAML or JSON, several documents allowed; or one TrainJob)"
+    )
+    add_runtimes_option(parser)
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     parser.add_argument(
         "--gang-scheduler-name",

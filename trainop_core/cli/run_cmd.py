@@ -24,6 +24,8 @@ from trainop_core.cli._output import (
     EXIT_OK,
     EXIT_TIMEOUT,
     add_backend_options,
+    add_runtimes_option,
+    display_state,
     make_client,
     replica_detail,
     report_error,
@@ -51,8 +53,9 @@ def register(subparsers: Any) -> None:
         "run",
         help="run a job and follow it to the end",
         description=(
-            "Validate FILE (one job of any kind: TFJob, MPIJob, ...), start it, stream every "
-            "replica's output prefixed `master-0 | ...` on stdout and its progress on stderr "
+            "Validate FILE (one job of any kind: TFJob, MPIJob, ..., or a Kubeflow Trainer v2 "
+            "TrainJob, run with its runtime from --runtimes or the defaults), start it, stream "
+            "every replica's output prefixed `master-0 | ...` on stdout and its progress on stderr "
             "(a refreshing line on a terminal, a line per change otherwise), and wait until it "
             "Succeeded or Failed. Exit codes: 0 Succeeded, 1 Failed, 2 invalid input (nothing "
             "was started), 124 --timeout expired, 130 interrupted (Ctrl-C), 143 terminated "
@@ -75,6 +78,7 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="stop the job (exit 124) if it has not finished after SECONDS",
     )
+    add_runtimes_option(parser)
     add_backend_options(parser, namespace_help="create the job in this namespace", decorators=True)
     parser.set_defaults(func=run)
 
@@ -103,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         client = make_client(args)
         source, workdir = _source(args.file)
-        job = client.create(source, namespace=args.namespace, workdir=workdir)
+        job = client.create(
+            source, namespace=args.namespace, workdir=workdir, runtimes=args.runtimes
+        )
     except TrainopError as err:
         return report_error(err)
     print(f"{resource(job.kind)}/{job.name} created", file=sys.stderr, flush=True)
@@ -216,11 +222,11 @@ class _Follower:
         return EXIT_FAILED
 
     def _finish(self, job: TrainingJob) -> int:
-        from trainop_core.client import is_succeeded, job_state
+        from trainop_core.client import is_succeeded
 
         conditions = job.status.conditions if job.status else []
         message = next((c.message for c in reversed(conditions) if c.message), "")
-        summary = f"{self.label} {job_state(job)} after {self._elapsed():.1f}s"
+        summary = f"{self.label} {display_state(job)} after {self._elapsed():.1f}s"
         self._say(f"{summary}: {message}" if message and not is_succeeded(job) else summary)
         return EXIT_OK if is_succeeded(job) else EXIT_FAILED
 
@@ -240,11 +246,9 @@ class _Follower:
             self.attached.set()
 
     def _show(self, job: TrainingJob) -> None:
-        from trainop_core.client import job_state
-
-        if job_state(job) == "Suspended" or job.spec.run_policy.suspend:
+        if display_state(job) == "Suspended" or job.spec.run_policy.suspend:
             self._say_suspended()
-        status = f"{self.label}: {job_state(job)} | {replica_detail(job)}"
+        status = f"{self.label}: {display_state(job)} | {replica_detail(job)}"
         with self.lock:
             if self.tty:
                 self.status = f"{status} | {self._elapsed():.0f}s"

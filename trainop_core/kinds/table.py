@@ -82,6 +82,10 @@ class KindRegistry:
         chosen = {self.get(n).kind for n in names}
         return KindRegistry(tuple(k for k in self.kinds if k.kind in chosen))
 
+    def select_none(self) -> KindRegistry:
+        """No kinds (an operator that runs only TrainJobs, which are not a v1 kind)."""
+        return KindRegistry(())
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and any(name.lower() in _names(k) for k in self.kinds)
 

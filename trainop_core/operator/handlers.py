@@ -27,6 +27,7 @@ from trainop_core.operator.kube import Obj
 from trainop_core.operator.observe import controller_ref, observe_pod, observe_service
 from trainop_core.operator.workqueue import WorkQueue
 
+OWNER_GROUPS = ("kubeflow.org/", "trainer.kubeflow.org/")  # v1 jobs, TrainJobs
 CHILD_BATCH_SECONDS = 0.1  # what it adds to a job's latency at most, per step of its life
 
 
@@ -80,7 +81,7 @@ class ChildHandler:
 
     def _route(self, obj: Obj) -> tuple[Controller, str, str] | None:
         ref = controller_ref(obj)
-        if ref is None or not str(ref.get("apiVersion", "")).startswith("kubeflow.org/"):
+        if ref is None or not str(ref.get("apiVersion", "")).startswith(OWNER_GROUPS):
             return None
         controller = self.controllers.get(str(ref.get("kind", "")))
         if controller is None:

@@ -55,6 +55,16 @@ from trainop_core.operator.options import Options
 from trainop_core.operator.recorder import EventRecorder
 from trainop_core.operator.webhook import Webhooks
 from trainop_core.planner.types import PlanOptions
+from trainop_core.runtimes.kind import KIND as TRAINJOB_KIND
+from trainop_core.runtimes.operator import (
+    CLUSTER_TRAINING_RUNTIMES,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    RuntimeHandler,
+    TrainJobApplier,
+    TrainJobController,
+    split_schemes,
+)
 
 log = logging.getLogger(__name__)
 # Threads that write the children of a reconcile (pods, services) several at a time, shared by
@@ -84,7 +94,12 @@ class Manager:
         decorators: DecoratorConfig | None = None,
     ) -> None:
         self.options = options
-        self.registry = (registry or build_registry()).select(options.enable_schemes)
+        v1_schemes, self.trainjobs = split_schemes(options.enable_schemes)
+        base = registry or build_registry()
+        # --enable-scheme TrainJob alone runs TrainJobs only (trainop_core.runtimes.operator).
+        self.registry = (
+            base.select(v1_schemes) if v1_schemes or not self.trainjobs else base.select_none()
+        )
         self.metrics = OperatorMetrics()
         self.stop = threading.Event()
         api = as_connection(api_client or load_api_client(options.kubeconfig))
@@ -167,16 +182,40 @@ class Manager:
         )
         for kind in self.registry:
             self.controllers[kind.kind] = self._controller(kind, caches, plan_options)
+        if self.trainjobs:
+            self.controllers[TRAINJOB_KIND.kind] = self._trainjob_controller(caches, plan_options)
         for name in ("pods", "services", "podgroups"):
             if name in self.informers:
                 self.informers[name].add_handler(
                     ChildHandler(self.controllers, self.expectations, name)
                 )
 
-    def _controller(self, kind: Kind, caches: Caches, plan_options: PlanOptions) -> JobController:
-        res = job_resource(kind)
+    def _trainjob_controller(self, caches: Caches, plan_options: PlanOptions) -> JobController:
+        """TrainJobs, their runtimes read from two more shared caches."""
+        controller = self._controller(
+            TRAINJOB_KIND, caches, plan_options, TRAINJOBS, TrainJobApplier, TrainJobController
+        )
+        assert isinstance(controller, TrainJobController)  # reason: built with that class
+        controller.runtimes = tuple(
+            self._informer(res.plural, self._list_watch(res))
+            for res in (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
+        )
+        for informer in controller.runtimes:
+            informer.add_handler(RuntimeHandler(controller))
+        return controller
+
+    def _controller(
+        self,
+        kind: Kind,
+        caches: Caches,
+        plan_options: PlanOptions,
+        res: Resource | None = None,
+        applier_class: type[Applier] = Applier,
+        controller_class: type[JobController] = JobController,
+    ) -> JobController:
+        res = res or job_resource(kind)
         jobs = self._informer(kind.plural, self._list_watch(res))
-        applier = Applier(
+        applier = applier_class(
             kind,
             res,
             self.client,
@@ -186,7 +225,7 @@ class Manager:
             self.pod_group_resource,
             self.writers,
         )
-        controller = JobController(
+        controller = controller_class(
             kind,
             self.registry,
             res,

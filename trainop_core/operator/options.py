@@ -77,7 +77,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KIND",
-        help="enable the controller of this kind (repeatable, case-insensitive); none = all",
+        help="enable the controller of this kind (repeatable, case-insensitive); none = every "
+        "kubeflow.org/v1 kind; TrainJob (Kubeflow Trainer v2, with its runtimes) only when named",
     )
     add(
         "--namespace",

@@ -17,6 +17,7 @@ from trainop_core.decorators.config import load_decorator_config
 from trainop_core.errors import InvalidJobError
 from trainop_core.kinds.table import build_registry
 from trainop_core.operator.options import add_flags, options_from_args
+from trainop_core.runtimes.operator import split_schemes
 
 log = logging.getLogger("trainop_core.operator")
 
@@ -27,7 +28,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     )
     try:
         options = options_from_args(args)
-        registry = build_registry().select(options.enable_schemes)
+        v1_schemes, _ = split_schemes(options.enable_schemes)
+        registry = build_registry().select(v1_schemes)  # unknown names are refused here
         decorators = load_decorator_config(options.decorators or None)
     except ValueError as exc:
         print(f"trainop operator: {exc}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """`TrainingJobCommandTask`: a job whose replicas run a command (an existing job YAML) as a step.
 
-Like flytekit's ContainerTask, but the "container" is a whole kubeflow.org/v1 job. String fields
+Like flytekit's ContainerTask, but the "container" is a whole kubeflow.org/v1 job, or a Kubeflow
+Trainer v2 TrainJob (planned with its runtime when the task is defined). String fields
 may hold `{{.inputs.<name>}}` placeholders, filled in from the task's inputs when the job is
 created. Outputs are read by name (see `trainop_flyte.outputs`): `state` is the job's final state,
 `metrics` every metric the primary replica printed, any other float output the metric of that name.
@@ -20,8 +21,10 @@ from flytekit.core.interface import Interface
 from flytekit.extend.backend.base_connector import AsyncConnectorExecutorMixin
 
 from trainop_core.api.load import read_documents
+from trainop_core.api.trainjob_validation import is_v2
 from trainop_core.api.validation import prepare
 from trainop_core.errors import InvalidJobError, Problem
+from trainop_core.runtimes.prepare import planned_manifest, prepare_trainjob
 from trainop_flyte.connector import TASK_TYPE, TASK_TYPE_VERSION
 from trainop_flyte.outputs import PYTHON_TYPES, role_of
 
@@ -86,7 +89,12 @@ def _load(job: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str | No
     if len(documents) != 1:
         raise InvalidJobError([Problem("", "expected exactly one job")], source=str(job))
     manifest = copy.deepcopy(dict(documents[0].data))
-    prepare(manifest)  # raises InvalidJobError naming every bad field
+    if is_v2(manifest):
+        # A TrainJob is planned here, with the runtimes trainop finds ($TRAINOP_RUNTIMES, else
+        # its defaults), and travels as the planned job, whose replica specs the connector edits.
+        manifest = planned_manifest(prepare_trainjob(documents[0])[1])
+    else:
+        prepare(manifest)  # raises InvalidJobError naming every bad field
     is_file = isinstance(job, Path) or (isinstance(job, str) and Path(job).is_file())
     workdir = str(Path(job).resolve().parent) if is_file else None
     return manifest, workdir

@@ -24,12 +24,26 @@ from trainop_core.backends.kubernetes.logs import follow_logs, read_logs
 from trainop_core.backends.kubernetes.pods import Pods
 from trainop_core.backends.kubernetes.queue import KueueWorkloads
 from trainop_core.backends.kubernetes.wait import wait_finished
-from trainop_core.errors import JobTimeoutError, NotFoundError, TerminalError
+from trainop_core.errors import (
+    InvalidJobError,
+    JobTimeoutError,
+    NotFoundError,
+    Problem,
+    TerminalError,
+)
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.table import KindRegistry, build_registry
 
 PROPAGATIONS = ("Foreground", "Background")
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
+
+
+# A TrainJob (Kubeflow Trainer v2) is not a kubeflow.org/v1 resource this backend can POST.
+_NOT_SERVED = (
+    "{kind} is not a kubeflow.org/v1 kind this backend creates: create a TrainJob on a cluster "
+    "with kubectl or the Kubeflow SDK (TrainerClient), for an operator run with "
+    "--enable-scheme TrainJob"
+)
 
 
 class AmbiguousJobError(TerminalError):
@@ -80,6 +94,8 @@ class KubernetesBackend:
     # --- JobStore -------------------------------------------------------------------------------
     def create(self, job: TrainingJob, kind: Kind, *, workdir: Path | None = None) -> TrainingJob:
         """POST the job in its namespace (else the default one); AlreadyExistsError if taken."""
+        if kind.kind not in self._registry:
+            raise InvalidJobError([Problem("kind", _NOT_SERVED.format(kind=kind.kind))])
         namespace = job.metadata.namespace or self.default_namespace
         stored = self._jobs.create(kind, namespace, _body(job, kind, namespace))
         self._kinds[(namespace, job.name)] = kind

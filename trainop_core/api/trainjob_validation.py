@@ -1,0 +1,307 @@
+"""Reading and validating TrainJobs and training runtimes: every problem at once, named by field.
+
+The same path as the v1 kinds: bounded reading (`api.reader`), strict model validation (wire
+paths through `api.load.translate`), then Trainer's admission rules. Kubernetes-typed parts are
+checked against the Kubernetes field table (`api.podtemplate`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainop_core.api import trainjob as v2
+from trainop_core.api.load import read_documents, translate
+from trainop_core.api.podtemplate import check_template, check_value, describe, join
+from trainop_core.api.validation import check_metadata
+from trainop_core.errors import InvalidJobError, Problem
+
+V2Object = v2.TrainJob | v2.TrainingRuntime
+
+# The pod-spec fields a runtime patch may set (Trainer v2.3's PodSpecPatch), and a container's.
+PATCH_POD_FIELDS = (
+    "affinity",
+    "containers",
+    "imagePullSecrets",
+    "initContainers",
+    "nodeSelector",
+    "schedulingGates",
+    "securityContext",
+    "serviceAccountName",
+    "terminationGracePeriodSeconds",
+    "tolerations",
+    "volumes",
+)
+PATCH_CONTAINER_FIELDS = ("name", "env", "securityContext", "volumeMounts")
+# Containers whose env only the Trainer and Initializer APIs may set (Trainer's rule).
+RESERVED_CONTAINERS = (v2.NODE, "dataset-initializer", "model-initializer")
+
+
+def is_v2(data: Any) -> bool:
+    """Whether a document is addressed to Trainer v2's API group."""
+    version = data.get("apiVersion") if isinstance(data, Mapping) else None
+    return isinstance(version, str) and version.split("/")[0] == v2.GROUP
+
+
+def load_v2(source: str | Any) -> list[V2Object]:
+    """Every TrainJob and runtime in a file, text or mapping; InvalidJobError with all problems."""
+    objects: list[V2Object] = []
+    for doc in read_documents(source):
+        try:
+            objects.append(parse_v2(doc.data))
+        except InvalidJobError as err:
+            raise InvalidJobError(err.problems, source=doc.source, job=err.job) from None
+    return objects
+
+
+def parse_v2(data: Any) -> V2Object:
+    """One TrainJob or runtime, validated; raises InvalidJobError naming every bad field."""
+    if not isinstance(data, Mapping):
+        raise InvalidJobError([Problem("", f"expected a mapping, got {describe(data)}")])
+    kind = data.get("kind")
+    label = f"{kind}/{(data.get('metadata') or {}).get('name', '')}"
+    model = v2.MODELS.get(kind) if isinstance(kind, str) else None
+    problems = _api_version_problems(data)
+    if model is None:
+        known = ", ".join(v2.MODELS)
+        problems.append(Problem("kind", f"expected one of {known}, got {describe(kind)}"))
+        raise InvalidJobError(problems, job=label)
+    obj, model_problems = _strict(model, data)
+    problems += [p for p in model_problems if p.path != "apiVersion"]
+    if obj is not None:
+        problems += validate_v2(obj)
+    if problems or obj is None:
+        raise InvalidJobError(problems, job=label)
+    return obj
+
+
+def validate_v2(obj: V2Object) -> list[Problem]:
+    """Trainer's admission rules for a TrainJob or a runtime (the model is already well-typed)."""
+    problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
+    if isinstance(obj, v2.TrainJob):
+        return problems + trainjob_problems(obj.spec)
+    return problems + runtime_problems(obj.spec)
+
+
+def _api_version_problems(data: Mapping[str, Any]) -> list[Problem]:
+    if data.get("apiVersion") == v2.API_VERSION:
+        return []
+    got = describe(data.get("apiVersion"))
+    return [Problem("apiVersion", f'expected "{v2.API_VERSION}", got {got}')]
+
+
+def _strict(
+    model: type[V2Object], data: Mapping[str, Any]
+) -> tuple[V2Object | None, list[Problem]]:
+    # As for the v1 kinds: strict JSON validation is the API server's typing ("3" is no integer).
+    try:
+        return model.model_validate_json(json.dumps(data, default=str), strict=True), []
+    except ValidationError as err:
+        return None, translate(err, data)
+
+
+# --- TrainJob ------------------------------------------------------------------------------------
+
+
+def trainjob_problems(spec: v2.TrainJobSpec) -> list[Problem]:
+    problems = _runtime_ref_problems(spec.runtime_ref)
+    if spec.managed_by is not None and spec.managed_by not in v2.MANAGED_BY_VALUES:
+        expected = ", ".join(v2.MANAGED_BY_VALUES)
+        problems.append(
+            Problem(
+                "spec.managedBy", f"expected one of {expected}, got {describe(spec.managed_by)}"
+            )
+        )
+    problems += _positive("spec.activeDeadlineSeconds", spec.active_deadline_seconds)
+    if spec.trainer is not None:
+        problems += _trainer_problems(spec.trainer)
+    if spec.initializer is not None and (spec.initializer.dataset or spec.initializer.model):
+        message = "initializers are not supported by trainop yet (no dataset/model step runs)"
+        problems.append(Problem("spec.initializer", message))
+    for index, patch in enumerate(spec.runtime_patches or []):
+        problems += _patch_problems(patch, f"spec.runtimePatches[{index}]")
+    managers = [p.manager for p in spec.runtime_patches or []]
+    for index, manager in enumerate(managers):
+        if manager in managers[:index]:
+            message = f"manager {describe(manager)} has more than one patch"
+            problems.append(Problem(f"spec.runtimePatches[{index}].manager", message))
+    return problems
+
+
+def _runtime_ref_problems(ref: v2.RuntimeRef) -> list[Problem]:
+    problems = []
+    if not ref.name:
+        problems.append(Problem("spec.runtimeRef.name", "required field is missing"))
+    if ref.api_group not in (None, v2.GROUP):
+        message = f'expected "{v2.GROUP}", got {describe(ref.api_group)}'
+        problems.append(Problem("spec.runtimeRef.apiGroup", message))
+    if ref.kind not in (None, *v2.RUNTIME_KINDS):
+        message = f"expected one of {', '.join(v2.RUNTIME_KINDS)}, got {describe(ref.kind)}"
+        problems.append(Problem("spec.runtimeRef.kind", message))
+    return problems
+
+
+def _trainer_problems(trainer: v2.Trainer) -> list[Problem]:
+    path = "spec.trainer"
+    problems = _positive(f"{path}.numNodes", trainer.num_nodes)
+    problems += _positive(f"{path}.numProcPerNode", trainer.num_proc_per_node)
+    problems += check_value(trainer.env, "list[V1EnvVar]", f"{path}.env")
+    problems += check_value(
+        trainer.resources_per_node, "V1ResourceRequirements", f"{path}.resourcesPerNode"
+    )
+    return problems
+
+
+def _positive(path: str, value: int | None) -> list[Problem]:
+    if value is not None and value < 1:
+        return [Problem(path, f"must be at least 1, got {value}")]
+    return []
+
+
+def _patch_problems(patch: v2.RuntimePatch, path: str) -> list[Problem]:
+    if not patch.manager:
+        return [Problem(f"{path}.manager", "required field is missing")]
+    spec = patch.training_runtime_spec
+    if spec is None:
+        return []
+    base = f"{path}.trainingRuntimeSpec"
+    problems = _only(spec, ("template",), base)
+    template = spec.get("template") or {}
+    problems += _only(template, ("metadata", "spec"), f"{base}.template")
+    problems += _meta_problems(template.get("metadata"), f"{base}.template.metadata")
+    jobs = (template.get("spec") or {}).get("replicatedJobs") or []
+    problems += _only(template.get("spec") or {}, ("replicatedJobs",), f"{base}.template.spec")
+    for index, job in enumerate(jobs if isinstance(jobs, list) else []):
+        problems += _job_patch_problems(job, f"{base}.template.spec.replicatedJobs[{index}]")
+    return problems
+
+
+def _job_patch_problems(job: Any, path: str) -> list[Problem]:
+    if not isinstance(job, Mapping) or not isinstance(job.get("name"), str):
+        return [Problem(f"{path}.name", "required field is missing")]
+    problems = _only(job, ("name", "template"), path)
+    job_template = job.get("template") or {}
+    problems += _only(job_template, ("metadata", "spec"), f"{path}.template")
+    problems += _meta_problems(job_template.get("metadata"), f"{path}.template.metadata")
+    pod = (job_template.get("spec") or {}).get("template") or {}
+    pod_path = f"{path}.template.spec.template"
+    problems += _only(pod, ("metadata", "spec"), pod_path)
+    problems += _meta_problems(pod.get("metadata"), f"{pod_path}.metadata")
+    pod_spec = pod.get("spec") or {}
+    problems += _only(pod_spec, PATCH_POD_FIELDS, f"{pod_path}.spec")
+    for field in ("containers", "initContainers"):
+        for index, container in enumerate(pod_spec.get(field) or []):
+            problems += _container_patch_problems(container, f"{pod_path}.spec.{field}[{index}]")
+    allowed = {k: v for k, v in pod_spec.items() if k in PATCH_POD_FIELDS}
+    allowed.pop("containers", None)
+    allowed.pop("initContainers", None)
+    return problems + check_value(allowed, "V1PodSpec", f"{pod_path}.spec")
+
+
+def _container_patch_problems(container: Any, path: str) -> list[Problem]:
+    if not isinstance(container, Mapping) or not isinstance(container.get("name"), str):
+        return [Problem(f"{path}.name", "required field is missing")]
+    problems = _only(container, PATCH_CONTAINER_FIELDS, path)
+    if container.get("env") and container["name"] in RESERVED_CONTAINERS:
+        message = f'env of container "{container["name"]}" is set through spec.trainer.env'
+        problems.append(Problem(f"{path}.env", message))
+    rest = {k: v for k, v in container.items() if k in PATCH_CONTAINER_FIELDS}
+    return problems + check_value(rest, "V1Container", path)
+
+
+def _meta_problems(meta: Any, path: str) -> list[Problem]:
+    if meta is None:
+        return []
+    if not isinstance(meta, Mapping):
+        return [Problem(path, f"expected a mapping, got {describe(meta)}")]
+    problems = _only(meta, ("labels", "annotations"), path)
+    return problems + check_value(
+        {k: meta[k] for k in ("labels", "annotations") if k in meta}, "V1ObjectMeta", path
+    )
+
+
+def _only(value: Any, allowed: tuple[str, ...], path: str) -> list[Problem]:
+    if not isinstance(value, Mapping):
+        return [Problem(path, f"expected a mapping, got {describe(value)}")]
+    expected = ", ".join(allowed)
+    return [
+        Problem(join(path, str(key)), f"may not be patched (allowed: {expected})")
+        for key in value
+        if key not in allowed
+    ]
+
+
+# --- runtimes ------------------------------------------------------------------------------------
+
+
+def runtime_problems(spec: v2.TrainingRuntimeSpec) -> list[Problem]:
+    problems = _policy_problems(spec.ml_policy)
+    jobs = spec.template.spec.replicated_jobs
+    path = "spec.template.spec.replicatedJobs"
+    if not jobs:
+        return [*problems, Problem(path, "must list the trainer step (a replicated job)")]
+    for index, job in enumerate(jobs):
+        problems += _replicated_job_problems(job, f"{path}[{index}]")
+    trainers = [i for i, job in enumerate(jobs) if is_trainer_step(job)]
+    if len(trainers) != 1:
+        message = (
+            f'exactly one replicated job must be the trainer step (named "{v2.NODE}" or labelled '
+            f"{v2.ANCESTOR_LABEL}: {v2.TRAINER_STEP}); found {len(trainers)}"
+        )
+        problems.append(Problem(path, message))
+    return problems
+
+
+def _policy_problems(policy: v2.MLPolicy | None) -> list[Problem]:
+    if policy is None:
+        return []
+    problems = _positive("spec.mlPolicy.numNodes", policy.num_nodes)
+    sources = [
+        n for n in ("torch", "mpi", "xgboost", "jax", "flux") if getattr(policy, n) is not None
+    ]
+    if len(sources) > 1:
+        message = f"at most one ML policy may be set, got {', '.join(sources)}"
+        problems.append(Problem("spec.mlPolicy", message))
+    torch_nproc = policy.torch.num_proc_per_node if policy.torch else None
+    if isinstance(torch_nproc, str) and torch_nproc != "auto":
+        message = f'expected a number of processes or "auto", got {describe(torch_nproc)}'
+        problems.append(Problem("spec.mlPolicy.torch.numProcPerNode", message))
+    problems += _positive("spec.mlPolicy.torch.numProcPerNode", _int_or_none(torch_nproc))
+    if policy.torch is not None and policy.torch.env_injection is not None:
+        message = "is not supported by trainop: the contract goes to the node container only"
+        problems.append(Problem("spec.mlPolicy.torch.envInjection", message))
+    for unsupported in ("mpi", "flux"):
+        if unsupported in sources:
+            message = f"the {unsupported} ML policy is not supported by trainop yet"
+            problems.append(Problem(f"spec.mlPolicy.{unsupported}", message))
+    return problems
+
+
+def _int_or_none(value: int | str | None) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _replicated_job_problems(job: v2.ReplicatedJob, path: str) -> list[Problem]:
+    pod = (job.template.get("spec") or {}).get("template")
+    problems = _positive(f"{path}.replicas", job.replicas)
+    if not isinstance(pod, Mapping):
+        return [*problems, Problem(f"{path}.template.spec.template", "required field is missing")]
+    problems += check_template(pod, f"{path}.template.spec.template")
+    if is_trainer_step(job):
+        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        if v2.NODE not in names:
+            message = f'the trainer step needs a container named "{v2.NODE}"'
+            problems.append(Problem(f"{path}.template.spec.template.spec.containers", message))
+    else:
+        message = "only the trainer step is supported by trainop (no initializer or launcher)"
+        problems.append(Problem(f"{path}.name", f"{describe(job.name)}: {message}"))
+    return problems
+
+
+def is_trainer_step(job: v2.ReplicatedJob) -> bool:
+    """The trainer step: labelled as Trainer labels it, or (unlabelled runtimes) named "node"."""
+    labels = (job.template.get("metadata") or {}).get("labels") or {}
+    return labels.get(v2.ANCESTOR_LABEL) == v2.TRAINER_STEP or job.name == v2.NODE

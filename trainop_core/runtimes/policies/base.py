@@ -1,0 +1,38 @@
+"""What an ML policy is: a name, the port node 0 serves its peers on, and the env contract.
+
+Adding a framework is one module building an `MLPolicy` plus one line in `policies.table`, as
+adding a v1 kind is. A policy holds no planning logic: the planner runs every TrainJob alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trainop_core.kinds.base import ClusterContext
+
+NODE = "Node"  # the trainer step as a replica type (pods and replica ids read node-<i>)
+
+# (context, node index, processes per node: a count or "auto") -> env entries; pure.
+NodeEnv = Callable[[ClusterContext, int, int | str], list[dict[str, Any]]]
+
+
+def no_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[str, Any]]:
+    return []
+
+
+@dataclass(frozen=True)
+class MLPolicy:
+    name: str  # the runtime's mlPolicy source: torch, xgboost, jax; "plain" when none is set
+    port: int  # where node 0 listens for its peers (rendezvous, tracker, coordinator)
+    env: NodeEnv = no_env
+
+
+def nodes(ctx: ClusterContext) -> int:
+    return ctx.replicas.get(NODE, 0)
+
+
+def master(ctx: ClusterContext) -> tuple[str, int]:
+    """Node 0's host and port, as this backend reaches it."""
+    return ctx.addressing.host(NODE, 0), ctx.addressing.port(NODE, 0)

@@ -1,0 +1,21 @@
+"""jax: the variables `jax.distributed.initialize()` reads when called without arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainop_core.kinds.base import ClusterContext
+from trainop_core.kinds.common import env_var
+from trainop_core.runtimes.policies.base import MLPolicy, master, nodes
+
+
+def jax_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[str, Any]]:
+    host, port = master(ctx)
+    return [
+        env_var("JAX_COORDINATOR_ADDRESS", f"{host}:{port}"),
+        env_var("JAX_NUM_PROCESSES", nodes(ctx)),
+        env_var("JAX_PROCESS_ID", index),
+    ]
+
+
+POLICY = MLPolicy(name="jax", port=6666, env=jax_env)

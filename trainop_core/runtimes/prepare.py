@@ -1,0 +1,89 @@
+"""A TrainJob's admission: read it, find its runtime, translate, then the v1 path for the result.
+
+Read -> validate (Trainer's rules) -> resolve the runtime -> translate -> default and validate
+the planned job as any v1 job (`api.validation.prepare`). Everything after receives the planned
+job; its problems still name the TrainJob's fields where they come from the TrainJob.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trainop_core.api import trainjob as v2
+from trainop_core.api.load import Document
+from trainop_core.api.trainjob_validation import parse_v2
+from trainop_core.errors import InvalidJobError, Problem
+from trainop_core.kinds.base import Kind
+from trainop_core.runtimes.catalog import (
+    DEFAULTS_DIR,
+    RUNTIMES_ENV,
+    RuntimeCatalog,
+    load_catalog,
+)
+from trainop_core.runtimes.kind import PlannedTrainJob
+from trainop_core.runtimes.translate import translate
+
+RuntimeSource = RuntimeCatalog | str | Path | None
+
+
+def catalog_for(runtimes: RuntimeSource) -> RuntimeCatalog:
+    """A catalog from a directory (its runtimes first, then the defaults), else from
+    $TRAINOP_RUNTIMES the same way, else the defaults alone."""
+    if isinstance(runtimes, RuntimeCatalog):
+        return runtimes
+    chosen = runtimes if runtimes is not None else os.environ.get(RUNTIMES_ENV) or None
+    directories = [Path(chosen)] if chosen is not None else []
+    return load_catalog([*directories, DEFAULTS_DIR])
+
+
+def prepare_trainjob(
+    doc: Document, runtimes: RuntimeSource = None, namespace: str | None = None
+) -> tuple[Kind, PlannedTrainJob]:
+    """The planned, defaulted and validated job of one TrainJob document."""
+    from trainop_core.api.validation import prepare
+
+    try:
+        job = parse_v2(doc.data)
+        if not isinstance(job, v2.TrainJob):
+            message = f"expected a TrainJob to run, got {job.kind} (runtimes go in --runtimes)"
+            raise InvalidJobError([Problem("kind", message)])
+        if namespace is not None:
+            job.metadata.namespace = job.metadata.namespace or namespace
+        runtime = catalog_for(runtimes).find(job.spec.runtime_ref, job.namespace)
+        kind, planned = prepare(translate(job, runtime))
+    except InvalidJobError as err:
+        label = err.job or f"TrainJob/{_name(doc.data)}"
+        raise type(err)(err.problems, source=doc.source, job=label) from None
+    assert isinstance(planned, PlannedTrainJob)  # reason: the TrainJob kind's model
+    # Checked as kubeflow.org/v1 above; its pods and services are owned by the TrainJob itself.
+    planned.api_version = v2.API_VERSION
+    return kind, planned
+
+
+def planned_manifest(job: PlannedTrainJob) -> dict[str, Any]:
+    """The planned job as kubeflow.org/v1 wire data of the internal TrainJob kind: what an
+    integration that edits v1 replica specs (Flyte's connector) works on, and what
+    `TrainingClient.create` runs as it is (the runtime was resolved when it was planned)."""
+    from trainop_core.api.job import API_VERSION
+
+    data = job.to_dict()
+    data.pop("status", None)
+    data["apiVersion"] = API_VERSION
+    return data
+
+
+def v2_document(docs: Sequence[Document]) -> Document | None:
+    """The document to run if `docs` is a single Trainer v2 object, else None (a v1 job)."""
+    from trainop_core.api.trainjob_validation import is_v2
+
+    if len(docs) == 1 and is_v2(docs[0].data):
+        return docs[0]
+    return None
+
+
+def _name(data: Any) -> str:
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    return str(meta.get("name", "")) if isinstance(meta, dict) else ""

@@ -1,0 +1,83 @@
+"""A planned TrainJob's status in Trainer's terms: conditions Suspended, Complete and Failed
+(reason DeadlineExceeded when the deadline ended it), and jobsStatus for the trainer step.
+
+Trainer has no Running condition (trainer#2713); the planner's Created/Running/Restarting stay
+internal. Pure.
+"""
+
+from __future__ import annotations
+
+from trainop_core.api import trainjob as v2
+from trainop_core.api.job import TrainingJob
+from trainop_core.api.types import ConditionType, JobCondition, JobStatus
+from trainop_core.runtimes.policies.base import NODE
+
+COMPLETE = "Complete"
+FAILED = "Failed"
+SUSPENDED = "Suspended"
+_DEADLINE = "active longer than specified deadline"
+
+
+def trainjob_status(job: TrainingJob) -> v2.TrainJobStatus:
+    return status_from(job.status)
+
+
+def status_from(planned: JobStatus | None) -> v2.TrainJobStatus:
+    """Trainer's status for the planner's status of a TrainJob."""
+    conditions = _conditions(planned)
+    return v2.TrainJobStatus(conditions=conditions, jobs_status=[_jobs_status(planned, conditions)])
+
+
+def trainjob_state(job: TrainingJob) -> str:
+    """Complete, Failed or Suspended as Trainer says; else Running/Created as the SDK shows it."""
+    return _state(job.status, _conditions(job.status))
+
+
+def _conditions(planned: JobStatus | None) -> list[v2.Condition]:
+    conditions = planned.conditions if planned else []
+    return [c for c in (_translate(c) for c in conditions) if c is not None]
+
+
+def _state(planned: JobStatus | None, translated: list[v2.Condition]) -> str:
+    held = [c.type for c in translated if c.status == "True"]
+    for state in (FAILED, COMPLETE, SUSPENDED):
+        if state in held:
+            return state
+    conditions = planned.conditions if planned else []
+    running = any(c.type == ConditionType.RUNNING and c.status.value == "True" for c in conditions)
+    return "Running" if running else "Created"
+
+
+def _translate(condition: JobCondition) -> v2.Condition | None:
+    status = condition.status.value
+    when = condition.last_transition_time or condition.last_update_time
+    common = {"status": status, "last_transition_time": when}
+    if condition.type == ConditionType.SUCCEEDED:
+        return v2.Condition(
+            type=COMPLETE, reason="JobsCompleted", message=condition.message or "", **common
+        )
+    if condition.type == ConditionType.FAILED:
+        deadline = _DEADLINE in (condition.message or "")
+        reason = "DeadlineExceeded" if deadline else "JobsFailed"
+        return v2.Condition(type=FAILED, reason=reason, message=condition.message or "", **common)
+    if condition.type == ConditionType.SUSPENDED:
+        reason = SUSPENDED if status == "True" else "Resumed"
+        return v2.Condition(
+            type=SUSPENDED, reason=reason, message=condition.message or "", **common
+        )
+    return None
+
+
+def _jobs_status(planned: JobStatus | None, translated: list[v2.Condition]) -> v2.ChildJobStatus:
+    """The trainer step is one child Job (its pods are the nodes), counted as JobSet counts."""
+    counts = (planned.replica_statuses if planned else {}).get(NODE)
+    state = _state(planned, translated)
+    active = bool(counts and counts.active) and state not in (COMPLETE, FAILED)
+    return v2.ChildJobStatus(
+        name=v2.NODE,
+        ready=int(active),
+        active=int(active),
+        succeeded=int(state == COMPLETE),
+        failed=int(state == FAILED),
+        suspended=int(state == SUSPENDED),
+    )

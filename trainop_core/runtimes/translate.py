@@ -1,0 +1,169 @@
+"""TrainJob + runtime -> the planned job the core runs (`kind.PlannedTrainJob`). Pure.
+
+Trainer's order: the runtime's trainer step is the base; the TrainJob's `trainer` overrides the
+"node" container (image, command, args, env, resources) and the node count; then every runtime
+patch, in order, changes what its manager may change; the ML policy gives the env contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from trainop_core.api import trainjob as v2
+from trainop_core.api.trainjob_validation import is_trainer_step
+from trainop_core.api.types import (
+    MANAGED_BY_OPERATOR,
+    ObjectMeta,
+    ReplicaSpec,
+    RestartPolicy,
+    RunPolicy,
+    SchedulingPolicy,
+)
+from trainop_core.planner.pods import copy_template
+from trainop_core.runtimes.kind import PORT_NAME, PlannedTrainJob, PlannedTrainJobSpec
+from trainop_core.runtimes.policies.base import NODE
+from trainop_core.runtimes.policies.table import builtin_policies
+
+_LIST_PATCHES = ("tolerations", "schedulingGates", "volumes", "imagePullSecrets")
+_SET_PATCHES = (
+    "affinity",
+    "securityContext",
+    "serviceAccountName",
+    "terminationGracePeriodSeconds",
+)
+
+
+def policy_name(runtime: v2.TrainingRuntime) -> str:
+    ml = runtime.spec.ml_policy
+    chosen = [name for name in ("torch", "xgboost", "jax") if ml and getattr(ml, name) is not None]
+    return chosen[0] if chosen else "plain"
+
+
+def translate(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> PlannedTrainJob:
+    """The planned job for `job` run with `runtime` (both already validated)."""
+    step = next(j for j in runtime.spec.template.spec.replicated_jobs if is_trainer_step(j))
+    job_spec = step.template.get("spec") or {}
+    pod = copy_template(job_spec.get("template") or {})
+    policy = builtin_policies()[policy_name(runtime)]
+    trainer = job.spec.trainer or v2.Trainer()
+    _override_node(pod, trainer, policy.port)
+    for patch in job.spec.runtime_patches or []:
+        _apply_patch(pod, patch, step.name)
+    restart = (pod.get("spec") or {}).pop("restartPolicy", None)
+    ml = runtime.spec.ml_policy or v2.MLPolicy()
+    nodes = trainer.num_nodes or ml.num_nodes or 1
+    replica = ReplicaSpec(
+        replicas=nodes,
+        restart_policy=RestartPolicy(restart) if restart == "OnFailure" else RestartPolicy.NEVER,
+        template=pod,
+    )
+    return PlannedTrainJob(
+        metadata=ObjectMeta.model_validate(job.metadata.model_dump()),
+        spec=PlannedTrainJobSpec(
+            replica_specs={NODE: replica},
+            run_policy=_run_policy(job.spec, runtime.spec, job_spec, nodes),
+            ml_policy=policy.name,
+            num_proc_per_node=_processes(trainer, ml),
+        ),
+    )
+
+
+def _processes(trainer: v2.Trainer, ml: v2.MLPolicy) -> int | Literal["auto"]:
+    """The TrainJob's count, else the torch runtime's (a count or "auto"), else 1."""
+    runtime = ml.torch.num_proc_per_node if ml.torch else None
+    if trainer.num_proc_per_node is not None:
+        return trainer.num_proc_per_node
+    if runtime == "auto":
+        return "auto"
+    return runtime if isinstance(runtime, int) else 1
+
+
+def _override_node(pod: dict[str, Any], trainer: v2.Trainer, port: int) -> None:
+    node = _container(pod, "containers", v2.NODE)
+    if node is None:
+        return
+    for field, value in (("image", trainer.image), ("command", trainer.command)):
+        if value is not None:
+            node[field] = value
+    if trainer.args is not None:
+        node["args"] = list(trainer.args)
+    if trainer.resources_per_node is not None:
+        node["resources"] = dict(trainer.resources_per_node)
+    node["env"] = _merge_env(node.get("env") or [], trainer.env or [])
+    ports = node.setdefault("ports", [])
+    if not any(p.get("name") == PORT_NAME for p in ports if isinstance(p, dict)):
+        ports.append({"name": PORT_NAME, "containerPort": port})
+
+
+def _container(pod: dict[str, Any], field: str, name: str) -> dict[str, Any] | None:
+    containers = pod.setdefault("spec", {}).get(field) or []
+    return next((c for c in containers if c.get("name") == name), None)
+
+
+def _merge_env(base: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    names = {e.get("name") for e in extra}
+    return [e for e in base if e.get("name") not in names] + [dict(e) for e in extra]
+
+
+def _apply_patch(pod: dict[str, Any], patch: v2.RuntimePatch, step: str) -> None:
+    template = (patch.training_runtime_spec or {}).get("template") or {}
+    for job_patch in (template.get("spec") or {}).get("replicatedJobs") or []:
+        if job_patch.get("name") != step:
+            continue
+        job_template = job_patch.get("template") or {}
+        pod_patch = (job_template.get("spec") or {}).get("template") or {}
+        _patch_metadata(pod, job_template.get("metadata"))
+        _patch_metadata(pod, pod_patch.get("metadata"))
+        _patch_pod_spec(pod.setdefault("spec", {}), pod_patch.get("spec") or {})
+
+
+def _patch_metadata(pod: dict[str, Any], meta: dict[str, Any] | None) -> None:
+    for field in ("labels", "annotations"):
+        if meta and meta.get(field):
+            pod.setdefault("metadata", {}).setdefault(field, {}).update(meta[field])
+
+
+def _patch_pod_spec(spec: dict[str, Any], patch: dict[str, Any]) -> None:
+    if patch.get("nodeSelector"):
+        spec.setdefault("nodeSelector", {}).update(patch["nodeSelector"])
+    for field in _LIST_PATCHES:
+        spec[field] = (spec.get(field) or []) + list(patch.get(field) or [])
+        if not spec[field]:
+            del spec[field]
+    for field in _SET_PATCHES:
+        if field in patch:
+            spec[field] = patch[field]
+    for field in ("containers", "initContainers"):
+        for change in patch.get(field) or []:
+            target = next((c for c in spec.get(field) or [] if c["name"] == change["name"]), None)
+            if target is not None:
+                _patch_container(target, change)
+
+
+def _patch_container(container: dict[str, Any], change: dict[str, Any]) -> None:
+    container["env"] = _merge_env(container.get("env") or [], change.get("env") or [])
+    mounts = (container.get("volumeMounts") or []) + list(change.get("volumeMounts") or [])
+    if mounts:
+        container["volumeMounts"] = mounts
+    if "securityContext" in change:
+        container["securityContext"] = change["securityContext"]
+
+
+def _run_policy(
+    spec: v2.TrainJobSpec, runtime: v2.TrainingRuntimeSpec, job_spec: dict[str, Any], nodes: int
+) -> RunPolicy:
+    managed = spec.managed_by
+    return RunPolicy(
+        suspend=spec.suspend,
+        active_deadline_seconds=spec.active_deadline_seconds,
+        backoff_limit=job_spec.get("backoffLimit"),
+        managed_by=MANAGED_BY_OPERATOR if managed in (None, v2.MANAGED_BY_TRAINER) else managed,
+        scheduling_policy=_gang(runtime.pod_group_policy, nodes),
+    )
+
+
+def _gang(policy: v2.PodGroupPolicy | None, nodes: int) -> SchedulingPolicy | None:
+    if policy is None or (policy.coscheduling is None and policy.volcano is None):
+        return None
+    timeout = policy.coscheduling.schedule_timeout_seconds if policy.coscheduling else None
+    return SchedulingPolicy(min_available=nodes, schedule_timeout_seconds=timeout or None)
