@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -89,6 +90,10 @@ def test_more_jobs_than_the_quota_holds_run_within_it_in_queue_order_and_all_suc
             stored = create(k8s, kind, job(kind, name, queues.local_queue))
             # Kueue's webhook suspended it at creation; trainop must create no pod for it yet.
             assert stored["spec"]["runPolicy"]["suspend"] is True, name
+            # Kueue's FIFO orders by creation time, which the API stores to the second: the next
+            # job is created in a later second, so the order Kueue must follow is one order.
+            second = int(time.time())
+            wait_for(lambda: int(time.time()) > second, timeout=5, interval=0.05)  # noqa: B023
         wait_for(lambda: len(workloads(k8s)) == len(names) + 1, timeout=60, interval=0.05)
         queued = sorted(
             (w for w in workloads(k8s) if owner_name(w) != "blocker"),
@@ -100,6 +105,8 @@ def test_more_jobs_than_the_quota_holds_run_within_it_in_queue_order_and_all_suc
             wait_for(lambda: succeeded(k8s, kind, name), timeout=120, interval=0.1)  # noqa: B023
 
     assert load.peak <= QUOTA_MILLICORES, f"CPU in use peaked at {load.peak}m: {load.peak_pods}"
+    stamps = [w["metadata"]["creationTimestamp"] for w in queued]
+    assert len(set(stamps)) == len(stamps), stamps  # one order, not ties broken by uid
     assert admissions.admitted() == ["blocker", *(owner_name(w) for w in queued)]
     job_pods = [p for p in load.seen.values() if not p["metadata"]["name"].startswith("blocker")]
     assert len(job_pods) == 18  # 4 kinds x 2 jobs x 2 pods, and 2 single-pod JAXJobs: none twice
