@@ -2,11 +2,13 @@
 
     PYTHONPATH=. python benchmarks/soak.py                          # 30 minutes
     PYTHONPATH=. python benchmarks/soak.py --minutes 120 --report-every 60 --json soak.json
+    TRAINOP_SOAK_MINUTES=30 python -m pytest -m soak tests/stability/test_soak.py   # as a test
 
 A fresh control plane (etcd, kube-apiserver v1.36.3, kube-controller-manager's garbage collector),
 the kubelet stand-in (every pod runs `--run-seconds`; pods of jobs named ``*-fail-*`` exit 1) and
-one operator process (``python -m trainop_core.operator``, its own ServiceAccount) that reaches the
-API server only through the fault proxy (trainop_core/testing/faultproxy.py). For `--minutes`:
+one operator process (``python -m trainop_core.operator``, its own ServiceAccount; /metrics over
+plain HTTP on loopback, benchmarks/harness.py) that reaches the API server only through the fault
+proxy (trainop_core/testing/faultproxy.py). For `--minutes`:
 
 * churn: up to `--in-flight` jobs exist at once (PyTorchJob, TFJob, XGBoostJob taking turns, one
   in `--fail-every` meant to fail: restartPolicy Never, its pods exit 1), created at most
