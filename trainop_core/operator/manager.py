@@ -33,7 +33,7 @@ from trainop_core.operator.controller import Caches, JobController
 from trainop_core.operator.decorating import operator_decorators
 from trainop_core.operator.effects import Applier, expectation_keys
 from trainop_core.operator.expectations import Expectations
-from trainop_core.operator.health import PROMETHEUS, Endpoints, check_route, parse_bind_address
+from trainop_core.operator.health import PROMETHEUS, Endpoints, check_route
 from trainop_core.operator.informer import Informer, ListWatch, RestListWatch
 from trainop_core.operator.kube import (
     PLUGINS_POD_GROUPS,
@@ -49,7 +49,7 @@ from trainop_core.operator.kube import (
 )
 from trainop_core.operator.leader import LeaderElector, RestLeaseStore, new_identity
 from trainop_core.operator.metrics import OperatorMetrics
-from trainop_core.operator.metrics_auth import ApiServerAuth, CertFiles, SelfSigned
+from trainop_core.operator.metrics_auth import metrics_endpoint
 from trainop_core.operator.observe import (
     JOB_NAME_LABEL,
     cached_child,
@@ -185,7 +185,9 @@ class Manager:
             options.health_probe_bind_address,
             {"/healthz": check_route({"ping": lambda: True}), "/readyz": check_route(readiness)},
         )
-        self.metrics_endpoint = self._build_metrics_endpoint()
+        self.metrics_endpoint = metrics_endpoint(
+            options, self.client.api, self.metrics, self.stop, self._metrics_route
+        )
 
     # --- wiring ------------------------------------------------------------------------------
     def _list_watch(self, res: Resource, selector: str = "") -> ListWatch:
@@ -294,25 +296,6 @@ class Manager:
             self.client.api, -1, 1, self.metrics, self.stop, bucket=self.client.bucket
         )
         return Webhooks(self.options.webhook, self.registry, client, self.metrics.registry)
-
-    def _build_metrics_endpoint(self) -> Endpoints:
-        """/metrics: HTTPS behind the API server's authentication and authorization, unless
-        --metrics-secure=false (metrics_auth.py). The reviews go out on a client without the
-        lease's fence (every replica serves its metrics), on the one bucket."""
-        options, routes = self.options, {"/metrics": self._metrics_route}
-        if not options.metrics_secure or parse_bind_address(options.metrics_bind_address) is None:
-            return Endpoints(options.metrics_bind_address, routes)
-        tls: CertFiles | SelfSigned = (
-            CertFiles(
-                options.metrics_cert_path, options.metrics_cert_name, options.metrics_cert_key
-            )
-            if options.metrics_cert_path
-            else SelfSigned()
-        )
-        client = KubeClient(
-            self.client.api, -1, 1, self.metrics, self.stop, bucket=self.client.bucket
-        )
-        return Endpoints(options.metrics_bind_address, routes, tls=tls, guard=ApiServerAuth(client))
 
     # --- running -------------------------------------------------------------------------------
     def run(self) -> int:

@@ -13,7 +13,8 @@ scaffold) does.
 
 Answers are cached as controller-runtime caches them (token reviews 1 minute, allowed access
 5 minutes, denied 30 s), so a scrape every few seconds costs the API server almost nothing; only
-a digest of the token is kept.
+a digest of the token is kept. The reviews have a request budget of their own (REVIEW_QPS), apart
+from the reconciles': a flood of made-up tokens waits on it and slows no job.
 
 Serving certificate: the files `--metrics-cert-name`/`--metrics-cert-key` in `--metrics-cert-path`
 (re-read when they change, as cert-manager renews them), else a self-signed one made at start for
@@ -34,7 +35,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from trainop_core.operator.health import Endpoints, Route, parse_bind_address
 from trainop_core.operator.kube import ApiError, KubeClient, Resource
+from trainop_core.operator.metrics import OperatorMetrics
+from trainop_core.operator.options import Options
 from trainop_core.private_files import write_new
 
 log = logging.getLogger(__name__)
@@ -48,9 +52,29 @@ TOKEN_TTL = 60.0  # controller-runtime's authentication cache
 ALLOW_TTL = 300.0  # ... and its authorization cache, for allowed and denied access
 DENY_TTL = 30.0
 CACHE_SIZE = 1024  # entries per cache; the oldest goes first
+REVIEW_QPS, REVIEW_BURST = 5.0, 10  # the reviews' own client-side rate limit
 SELF_SIGNED_HOSTS = ("localhost", "127.0.0.1")
 SELF_SIGNED_VALIDITY = timedelta(days=365)
 Refusal = tuple[int, str]
+
+
+def metrics_endpoint(
+    options: Options, api: Any, metrics: OperatorMetrics, stop: threading.Event, route: Route
+) -> Endpoints:
+    """/metrics on --metrics-bind-address: HTTPS behind the API server's authentication and
+    authorization, unless --metrics-secure=false. The reviews go out over `api` on a client
+    without the lease's fence (every replica serves its metrics) and with a budget of its own:
+    scrapers with made-up tokens cannot spend the reconciles' requests."""
+    routes = {"/metrics": route}
+    if not options.metrics_secure or parse_bind_address(options.metrics_bind_address) is None:
+        return Endpoints(options.metrics_bind_address, routes)
+    tls: CertFiles | SelfSigned = (
+        CertFiles(options.metrics_cert_path, options.metrics_cert_name, options.metrics_cert_key)
+        if options.metrics_cert_path
+        else SelfSigned()
+    )
+    client = KubeClient(api, REVIEW_QPS, REVIEW_BURST, metrics, stop)
+    return Endpoints(options.metrics_bind_address, routes, tls=tls, guard=ApiServerAuth(client))
 
 
 class _Cache:
