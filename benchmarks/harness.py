@@ -301,7 +301,8 @@ def start_trainop(
     metrics, probe, webhook = free_port(), free_port(), free_port()
     argv = [
         sys.executable, "-m", "trainop_core.operator", f"--kubeconfig={kubeconfig}",
-        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        # Plain HTTP on loopback, as upstream v1's metrics: no review requests in the counts.
+        f"--metrics-bind-address=127.0.0.1:{metrics}", "--metrics-secure=false",
         f"--health-probe-bind-address=127.0.0.1:{probe}",
         # Its webhooks serve, with their own certificates, as upstream's do; no configuration
         # points at them (upstream's matches no object), so neither is ever called.

@@ -13,6 +13,16 @@ from trainop_core.kinds.table import KindRegistry, build_registry
 pytest_plugins = ["k8s"]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `soak` (half an hour or more) run only when -m names them: `pytest -m soak`."""
+    if "soak" in (config.getoption("markexpr") or ""):
+        return
+    soaks = [item for item in items if item.get_closest_marker("soak") is not None]
+    if soaks:
+        config.hook.pytest_deselected(items=soaks)
+        items[:] = [item for item in items if item.get_closest_marker("soak") is None]
+
+
 @pytest.fixture
 def registry() -> KindRegistry:
     """A fresh kind registry with the built-in kinds only (no entry points)."""

@@ -61,6 +61,9 @@ def test_the_base_holds_one_crd_per_kind_and_the_operator_objects() -> None:
         [(kind, "training-operator") for kind in operator]
         + [("ClusterRole", "training-operator-webhook"),
            ("ClusterRoleBinding", "training-operator-webhook"),
+           ("ClusterRole", "training-operator-metrics-auth"),
+           ("ClusterRoleBinding", "training-operator-metrics-auth"),
+           ("ClusterRole", "training-operator-metrics-reader"),
            ("Role", "training-operator-webhook-cert"),
            ("RoleBinding", "training-operator-webhook-cert"),
            ("Secret", "training-operator-webhook-cert"),
@@ -78,7 +81,12 @@ def test_the_deployment_runs_one_leader_elected_replica_with_probes_and_limits()
     main = container(manifests)
     assert "--leader-elect" in main["args"]
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
-    assert ports == {"metrics": 8080, "probes": 8081, "webhook-server": 9443}
+    assert ports == {"metrics": 8443, "probes": 8081, "webhook-server": 9443}
+    # Metrics over HTTPS behind the API server; probes on the pod's IP, which the kubelet probes.
+    assert "--metrics-secure=true" in main["args"]
+    assert "--health-probe-bind-address=$(POD_IP):8081" in main["args"]
+    env = {e["name"]: e for e in main["env"]}
+    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     for bound in ("requests", "limits"):
@@ -102,9 +110,10 @@ def test_the_service_targets_metrics_and_webhooks_and_asks_prometheus_to_scrape(
     service = find(manifests, "Service")
     annotations = service["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
-    assert annotations["prometheus.io/port"] == "8080"
+    assert annotations["prometheus.io/port"] == "8443"
+    assert annotations["prometheus.io/scheme"] == "https"
     ports = [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]]
-    assert ports == [(8080, "metrics"), (443, "webhook-server")]
+    assert ports == [(8443, "metrics"), (443, "webhook-server")]
     pod_labels = find(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
 
@@ -115,7 +124,11 @@ def test_the_standalone_overlay_puts_everything_in_kubeflow() -> None:
     for manifest in manifests:
         if manifest["kind"] in NAMESPACED_KINDS:
             assert manifest["metadata"]["namespace"] == "kubeflow", manifest["kind"]
-    for name in ("training-operator", "training-operator-webhook"):
+    for name in (
+        "training-operator",
+        "training-operator-webhook",
+        "training-operator-metrics-auth",
+    ):
         binding = find(manifests, "ClusterRoleBinding", name)
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "training-operator", "namespace": "kubeflow"}
@@ -127,10 +140,25 @@ def test_the_standalone_overlay_puts_everything_in_kubeflow() -> None:
 
 def test_the_namespaced_overlay_grants_a_role_in_its_namespace_and_watches_only_it() -> None:
     manifests = kustomize("overlays/namespaced")
-    # The one cluster-wide grant left: its own two webhook configurations, by name.
-    cluster_roles = [m for m in manifests if m["kind"] == "ClusterRole"]
-    assert [r["metadata"]["name"] for r in cluster_roles] == ["training-operator-webhook"]
-    assert all(rule.get("resourceNames") for rule in cluster_roles[0]["rules"])
+    # The cluster-wide grants left: its own two webhook configurations, by name, and asking the
+    # API server about a scrape of /metrics (reviews are cluster-scoped); the reader role is
+    # for Prometheus, bound by whoever installs it.
+    cluster_roles = {r["metadata"]["name"]: r for r in manifests if r["kind"] == "ClusterRole"}
+    assert sorted(cluster_roles) == [
+        "training-operator-metrics-auth",
+        "training-operator-metrics-reader",
+        "training-operator-webhook",
+    ]
+    assert all(
+        rule.get("resourceNames") for rule in cluster_roles["training-operator-webhook"]["rules"]
+    )
+    assert [
+        (r["resources"], r["verbs"])
+        for r in cluster_roles["training-operator-metrics-auth"]["rules"]
+    ] == [
+        (["tokenreviews"], ["create"]),
+        (["subjectaccessreviews"], ["create"]),
+    ]
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         for hook in find(manifests, kind)["webhooks"]:
             only = {"matchLabels": {"kubernetes.io/metadata.name": "kubeflow"}}

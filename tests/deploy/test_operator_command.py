@@ -38,7 +38,7 @@ def deployment_args(kustomization: str, namespace: str = "kubeflow") -> list[str
     deployment = find(kustomize(kustomization), "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     # The kubelet expands $(VAR) references to the container's env before exec.
-    return [a.replace("$(POD_NAMESPACE)", namespace) for a in args]
+    return [a.replace("$(POD_NAMESPACE)", namespace).replace("$(POD_IP)", "10.1.2.3") for a in args]
 
 
 def test_the_entrypoint_is_the_trainop_console_script_running_the_operator() -> None:
@@ -52,8 +52,8 @@ def test_the_deployment_arguments_parse_with_the_operator_parser(kustomization: 
     argv = [*entrypoint()[1:], *deployment_args(kustomization)]
     options = options_from_args(build_parser().parse_args(argv))
     assert options.leader_elect
-    assert options.metrics_bind_address.endswith(":8080")
-    assert options.health_probe_bind_address.endswith(":8081")
+    assert (options.metrics_bind_address, options.metrics_secure) == (":8443", True)
+    assert options.health_probe_bind_address == "10.1.2.3:8081"
     expected_namespace = "kubeflow" if kustomization.endswith("namespaced") else ""
     assert options.namespace == expected_namespace
     assert options.webhook.port == 9443
@@ -80,7 +80,7 @@ def test_the_image_is_slim_python_311_non_root_with_the_package_and_no_extras() 
     users = [a for word, a in steps if word == "USER"]
     assert users and users[-1] == "65532:65532"
     exposed = " ".join(a for word, a in steps if word == "EXPOSE").split()
-    assert sorted(exposed) == ["8080", "8081", "9443"]
+    assert sorted(exposed) == ["8081", "8443", "9443"]
 
 
 def test_the_build_context_sends_what_pip_needs() -> None:

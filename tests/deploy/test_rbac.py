@@ -13,6 +13,8 @@ roles lack is a 403 from the server, and a test fails.
 from __future__ import annotations
 
 import copy
+import http.client
+import ssl
 import subprocess
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from deploy_manifests import Manifest, kustomize
 from k8s import K8s
 
 from trainop_core.kinds.table import KindRegistry, build_registry
-from trainop_core.operator import kube
+from trainop_core.operator import kube, metrics_auth
 from trainop_core.operator.webhook import rotator
 from trainop_core.operator.webhook.options import WebhookOptions
 from trainop_core.runtimes import operator as trainjobs
@@ -47,15 +49,20 @@ def granted() -> set[Grant]:
         (group, resource, verb)
         for role in roles()
         for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
+        for group in rule.get("apiGroups", ())  # none in a nonResourceURLs rule
+        for resource in rule.get("resources", ())
         for verb in rule["verbs"]
     }
 
 
 def declared_resources(registry: KindRegistry) -> set[tuple[str, str]]:
     """(group, plural) of every REST resource the operator's code can address."""
-    modules = (*vars(kube).values(), *vars(rotator).values(), *vars(trainjobs).values())
+    modules = (
+        *vars(kube).values(),
+        *vars(rotator).values(),
+        *vars(trainjobs).values(),
+        *vars(metrics_auth).values(),
+    )
     resources = {(r.group, r.plural) for r in modules if isinstance(r, kube.Resource)}
     resources.add((trainjobs.TRAINJOBS.group, f"{trainjobs.TRAINJOBS.plural}/status"))
     jobs = {("kubeflow.org", k.plural) for k in registry.kinds}
@@ -84,7 +91,7 @@ def test_the_roles_have_no_wildcards_and_name_the_secret_and_webhooks_they_may_t
     }
     for role in roles():
         for rule in role["rules"]:
-            for resource in set(rule["resources"]) & set(by_name):
+            for resource in set(rule.get("resources", ())) & set(by_name):
                 kind, names = by_name[resource]
                 assert (role["kind"], rule.get("resourceNames")) == (kind, names), resource
                 assert set(rule["verbs"]) == {"get", "update"}
@@ -303,3 +310,54 @@ def test_every_request_of_an_operator_running_trainjobs_is_granted(
                    ("trainer.kubeflow.org", "trainjobs/status", "update"),
                    ("", "pods", "create")]:  # fmt: skip
         assert needed in used, needed
+
+
+# --- /metrics: HTTPS, and only for whom the API server authorizes ---------------------------
+def scrape(port: int, ca_pem: bytes, token: str | None) -> tuple[int, str]:
+    """GET https://127.0.0.1:`port`/metrics, verifying the server against `ca_pem`."""
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    try:
+        conn.request(
+            "GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {}
+        )
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()
+
+
+def test_metrics_are_served_over_https_only_to_whom_the_api_server_authorizes(k8s: K8s) -> None:
+    """The operator as the manifests' ServiceAccount, with its defaults (HTTPS, a self-signed
+    certificate): Prometheus's ServiceAccount bound to the manifests' metrics-reader role reads
+    /metrics; another ServiceAccount is refused (403), no token or a made-up one is 401, and
+    plain HTTP gets no answer at all."""
+    apply(k8s, manifests_for("overlays/standalone", k8s.namespace))
+    reader_role = f"{k8s.namespace}-training-operator-metrics-reader"
+    cp = k8s.control_plane
+    reader = cp.service_account_token(k8s.namespace, "prometheus", cluster_roles=[reader_role])
+    other = cp.service_account_token(k8s.namespace, "someone-else")
+    options = {"metrics_bind_address": "127.0.0.1:0", "metrics_secure": True}
+    with k8s.operator(token=operator_token(k8s), **options) as manager:
+        port, ca = manager.metrics_endpoint.port, manager.metrics_endpoint.tls.cert_pem
+        status, body = wait_for(lambda: _scrape_or_none(port, ca, reader), timeout=30)
+        assert status == 200, body
+        assert "controller_runtime_reconcile_total" in body or "workqueue_depth" in body
+        assert scrape(port, ca, other) == (
+            403,
+            f"Authorization denied for user system:serviceaccount:{k8s.namespace}:someone-else\n",
+        )
+        assert scrape(port, ca, None) == (401, "Unauthorized\n")
+        assert scrape(port, ca, "not-a-token") == (401, "Unauthorized\n")
+        plain = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
+            plain.request("GET", "/metrics", headers={"Authorization": f"Bearer {reader}"})
+            plain.getresponse()
+        plain.close()
+
+
+def _scrape_or_none(port: int, ca: bytes, token: str) -> tuple[int, str] | None:
+    try:
+        return scrape(port, ca, token)
+    except OSError:  # not listening yet
+        return None

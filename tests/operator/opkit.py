@@ -223,9 +223,11 @@ def open_cluster(
 
 
 def test_options(**overrides: Any) -> Options:
-    """Fast, isolated defaults: ephemeral ports, no client limit, short watches and leases."""
+    """Fast, isolated defaults: ephemeral ports (metrics over plain HTTP: test_op_metrics_auth.py
+    tests the secure default), no client limit, short watches and leases."""
     base: dict[str, Any] = dict(
         metrics_bind_address="127.0.0.1:0",
+        metrics_secure=False,
         health_probe_bind_address="127.0.0.1:0",
         kube_api_qps=-1,
         watch_timeout=30,

@@ -1,4 +1,5 @@
-"""Flags: upstream's names and defaults, --enable-scheme checking, and cheap imports."""
+"""Flags: upstream's names and defaults (secure endpoints where upstream's v1 leaves them open),
+--enable-scheme checking, and cheap imports."""
 
 from __future__ import annotations
 
@@ -21,18 +22,76 @@ def parse(*argv: str) -> Options:
     return options_from_args(parser.parse_args(argv))
 
 
-def test_defaults_are_upstreams(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_are_upstreams_but_the_endpoints_are_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
     opts = parse()
     assert (opts.enable_schemes, opts.namespace, opts.gang_scheduler_name) == ((), "", "")
     assert (opts.controller_threads, opts.kube_api_qps, opts.kube_api_burst) == (1, 20.0, 30)
-    assert (opts.metrics_bind_address, opts.health_probe_bind_address) == (":8080", ":8081")
+    # kubebuilder's: metrics over HTTPS behind the API server; probes on loopback.
+    assert (opts.metrics_bind_address, opts.metrics_secure) == (":8443", True)
+    assert (opts.metrics_cert_path, opts.metrics_cert_name, opts.metrics_cert_key) == (
+        "",
+        "tls.crt",
+        "tls.key",
+    )
+    assert opts.health_probe_bind_address == "127.0.0.1:8081"
     assert (opts.leader_elect, opts.leader_election_id) == (False, DEFAULT_LEADER_ELECTION_ID)
     assert (opts.lease.lease_duration, opts.lease.renew_deadline, opts.lease.retry_period) == (
         15.0,
         10.0,
         2.0,
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "secure", "address"),
+    [
+        (["--metrics-secure=false"], False, ":8080"),
+        (["--metrics-secure", "false"], False, ":8080"),
+        (
+            ["--metrics-secure=False", "--metrics-bind-address=127.0.0.1:9090"],
+            False,
+            "127.0.0.1:9090",
+        ),
+        (["--metrics-secure"], True, ":8443"),
+        (["--metrics-secure=true", "--metrics-bind-address=0"], True, "0"),
+    ],
+    ids=[
+        "plain http on 8080 when asked with =false",
+        "plain http when asked with a separate false",
+        "plain http on the address given",
+        "a bare --metrics-secure is true",
+        "metrics can be disabled",
+    ],
+)
+def test_metrics_serve_plain_http_only_when_asked(
+    argv: list[str], secure: bool, address: str
+) -> None:
+    opts = parse(*argv)
+    assert (opts.metrics_secure, opts.metrics_bind_address) == (secure, address)
+
+
+def test_a_metrics_secure_value_that_is_not_a_boolean_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        parse("--metrics-secure=maybe")
+    assert "--metrics-secure" in capsys.readouterr().err
+
+
+def test_a_metrics_certificate_with_plain_http_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--metrics-secure=false", "--metrics-cert-path=/certs"]) == 2
+    assert "--metrics-cert-path" in capsys.readouterr().err
+
+
+def test_help_says_how_metrics_and_probes_are_served(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "HTTPS" in text and "SubjectAccessReview" in text and "--metrics-secure=false" in text
+    assert "default 127.0.0.1:8081" in text and "$(POD_IP):8081" in text
 
 
 def test_namespace_defaults_to_kubeflow_namespace(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,6 +82,26 @@ def test_lists_in_pages_then_watches_only_selected_objects(
     assert informer.get(f"{ns}/p0") is None and informer.get(f"{ns}/p5") is not None
 
 
+def test_an_index_keeps_no_entry_for_a_value_whose_objects_are_gone(
+    cluster: Cluster, client: KubeClient, stop: threading.Event
+) -> None:
+    """One owner per job: a job deleted must leave nothing behind in the owner index (an empty
+    set per deleted job and informer grew the operator's memory with every job of a soak)."""
+    ns = cluster.namespace
+    lw = RestListWatch(client, PODS, ns, "training.kubeflow.org/job-name")
+    informer = Informer("pods", lw, min_watch_timeout=30)
+    informer.add_index("name", lambda obj: [obj["metadata"]["name"]])
+    informer.start(stop)
+    assert informer.wait_synced(30)
+    for i in range(3):
+        client.create(PODS, ns, pod(f"p{i}"))
+    wait_for(lambda: len(informer.by_index("name", "p2")) == 1)
+    for i in range(3):
+        client.delete(PODS, ns, f"p{i}")
+    wait_for(lambda: not informer.list())
+    assert informer._indices["name"] == {}
+
+
 def test_bookmarks_advance_the_resume_point_past_changes_the_selector_hides(
     cluster: Cluster, client: KubeClient, stop: threading.Event
 ) -> None:

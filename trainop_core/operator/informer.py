@@ -333,7 +333,11 @@ class Informer:
         for name, func in self._indexers.items():
             index = self._indices[name]
             for value in func(old) if old is not None else []:
-                index.get(value, set()).discard(key)
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:  # as client-go: an empty set per owner gone would pile up
+                        del index[value]
             for value in func(new) if new is not None else []:
                 index.setdefault(value, set()).add(key)
 

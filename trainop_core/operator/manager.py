@@ -50,6 +50,7 @@ from trainop_core.operator.kube import (
 )
 from trainop_core.operator.leader import LeaderElector, RestLeaseStore, new_identity
 from trainop_core.operator.metrics import OperatorMetrics
+from trainop_core.operator.metrics_auth import metrics_endpoint
 from trainop_core.operator.observe import JOB_NAME_LABEL, cached_child, owner_index
 from trainop_core.operator.options import Options
 from trainop_core.operator.recorder import EventRecorder
@@ -136,8 +137,8 @@ class Manager:
             options.health_probe_bind_address,
             {"/healthz": check_route({"ping": lambda: True}), "/readyz": check_route(readiness)},
         )
-        self.metrics_endpoint = Endpoints(
-            options.metrics_bind_address, {"/metrics": self._metrics_route}
+        self.metrics_endpoint = metrics_endpoint(
+            options, self.client.api, self.metrics, self.stop, self._metrics_route
         )
 
     # --- wiring ------------------------------------------------------------------------------

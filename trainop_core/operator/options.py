@@ -3,6 +3,12 @@
 `add_flags` is shared by `trainop operator` and `python -m trainop_core.operator`, so the two accept
 exactly the same command line. The lease timings, watch timeouts and cluster domain are extra flags
 (controller-runtime options upstream hard-codes), useful for tests and large clusters.
+
+The endpoints are closed by default where upstream's v1 operator leaves them open: /metrics is
+served over HTTPS (:8443) to clients the API server authenticates and authorizes
+(`metrics_auth.py`), and plain HTTP (:8080) only with `--metrics-secure=false`, kubebuilder's
+flags; the probes listen on loopback unless told an address (the manifests give the pod's IP,
+which the kubelet probes).
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from trainop_core.operator.webhook.options import (
 
 DEFAULT_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DEFAULT_SECURE_METRICS_ADDRESS = ":8443"
+DEFAULT_PLAIN_METRICS_ADDRESS = ":8080"
+DEFAULT_PROBE_ADDRESS = "127.0.0.1:8081"
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,12 @@ class Options:
     controller_threads: int = 1
     kube_api_qps: float = 20.0
     kube_api_burst: int = 30
-    metrics_bind_address: str = ":8080"
-    health_probe_bind_address: str = ":8081"
+    metrics_bind_address: str = DEFAULT_SECURE_METRICS_ADDRESS
+    metrics_secure: bool = True
+    metrics_cert_path: str = ""  # "": a self-signed certificate made at start
+    metrics_cert_name: str = "tls.crt"
+    metrics_cert_key: str = "tls.key"
+    health_probe_bind_address: str = DEFAULT_PROBE_ADDRESS
     leader_elect: bool = False
     leader_election_id: str = DEFAULT_LEADER_ELECTION_ID
     leader_election_namespace: str = ""
@@ -93,8 +106,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add("--controller-threads", type=int, default=1, help="concurrent reconciles per controller")
     add("--kube-api-qps", type=float, default=20.0, help="client-side API rate (<= 0: unlimited)")
     add("--kube-api-burst", type=int, default=30, help="client-side API burst")
-    add("--metrics-bind-address", default=":8080", help='/metrics address; "0" disables it')
-    add("--health-probe-bind-address", default=":8081", help="/healthz and /readyz address")
+    _add_endpoint_flags(parser)
     add("--leader-elect", action="store_true", help="only the Lease holder reconciles")
     add("--leader-election-id", default=DEFAULT_LEADER_ELECTION_ID, help="the Lease's name")
     add("--leader-election-namespace", default="", help="the Lease's namespace")
@@ -160,6 +172,60 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add_webhook_flags(parser)
 
 
+def parse_bool(text: str) -> bool:
+    """Go's flag booleans: true/false, 1/0, t/f (any case)."""
+    value = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}.get(
+        text.strip().lower()
+    )
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
+    return value
+
+
+def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--metrics-bind-address",
+        default=None,
+        metavar="[HOST]:PORT",
+        help=f"/metrics address (default {DEFAULT_SECURE_METRICS_ADDRESS}, with "
+        f'--metrics-secure=false {DEFAULT_PLAIN_METRICS_ADDRESS}); "0" disables it',
+    )
+    add(
+        "--metrics-secure",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
+        help="serve /metrics over HTTPS, each scrape authenticated (TokenReview) and authorized "
+        "(SubjectAccessReview: get on /metrics) by the API server (default true); "
+        "--metrics-secure=false serves plain HTTP to anyone who reaches the address",
+    )
+    add(
+        "--metrics-cert-path",
+        default="",
+        metavar="DIR",
+        help="directory holding the metrics serving certificate and key, re-read when they "
+        "change (default: a self-signed certificate made at start, kept in memory)",
+    )
+    add("--metrics-cert-name", default="tls.crt", help="certificate file in --metrics-cert-path")
+    add("--metrics-cert-key", default="tls.key", help="key file in --metrics-cert-path")
+    add(
+        "--health-probe-bind-address",
+        default=DEFAULT_PROBE_ADDRESS,
+        metavar="[HOST]:PORT",
+        help="/healthz and /readyz address (default %(default)s: this machine only; in a pod "
+        "give the pod's IP, which the kubelet probes, e.g. $(POD_IP):8081)",
+    )
+
+
+def _metrics_address(args: argparse.Namespace) -> str:
+    if args.metrics_bind_address is not None:
+        return str(args.metrics_bind_address)
+    return DEFAULT_SECURE_METRICS_ADDRESS if args.metrics_secure else DEFAULT_PLAIN_METRICS_ADDRESS
+
+
 def options_from_args(args: argparse.Namespace) -> Options:
     if args.controller_threads < 1:
         raise ValueError("--controller-threads must be at least 1")
@@ -170,6 +236,10 @@ def options_from_args(args: argparse.Namespace) -> Options:
     )
     if not timings.lease_duration > timings.renew_deadline > timings.retry_period > 0:
         raise ValueError("need lease duration > renew deadline > retry period > 0")
+    if args.metrics_cert_path and not args.metrics_secure:
+        raise ValueError(
+            "--metrics-cert-path serves HTTPS: it cannot go with --metrics-secure=false"
+        )
     return Options(
         enable_schemes=tuple(args.enable_scheme),
         namespace=args.namespace,
@@ -177,7 +247,11 @@ def options_from_args(args: argparse.Namespace) -> Options:
         controller_threads=args.controller_threads,
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst,
-        metrics_bind_address=args.metrics_bind_address,
+        metrics_bind_address=_metrics_address(args),
+        metrics_secure=args.metrics_secure,
+        metrics_cert_path=args.metrics_cert_path,
+        metrics_cert_name=args.metrics_cert_name,
+        metrics_cert_key=args.metrics_cert_key,
         health_probe_bind_address=args.health_probe_bind_address,
         leader_elect=args.leader_elect,
         leader_election_id=args.leader_election_id,

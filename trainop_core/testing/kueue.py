@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
+from trainop_core.kinds.table import builtin_kinds
+
 from .binaries import build_go_packages
 from .controlplane import ControlPlane, ControlPlaneError, free_port
 from .rest import Obj, RestError
@@ -40,13 +42,14 @@ from .rest import Obj, RestError
 KUEUE_VERSION = "v0.19.2"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 KUEUE_PACKAGE = f"{KUEUE_MODULE}/cmd/kueue"
-#: The Kubeflow v1 kinds Kueue drives through its kubeflowjob adapter.
-FRAMEWORKS = (
-    "kubeflow.org/tfjob",
-    "kubeflow.org/pytorchjob",
-    "kubeflow.org/xgboostjob",
-    "kubeflow.org/paddlejob",
-    "kubeflow.org/jaxjob",
+#: The v1 kinds Kueue's kubeflowjob adapter lacks: MXJob (dropped after v0.10) and MPIJob (only
+#: mpi-operator's v2beta1 is integrated).
+WITHOUT_KUEUE = frozenset({"MXJob", "MPIJob"})
+#: The Kubeflow v1 kinds Kueue drives through its kubeflowjob adapter, as Kueue names them.
+FRAMEWORKS = tuple(
+    f"kubeflow.org/{kind.kind.lower()}"
+    for kind in builtin_kinds()
+    if kind.kind not in WITHOUT_KUEUE
 )
 #: Job webhooks are only called for namespaces with this label set to "true".
 NAMESPACE_LABEL = "trainop.testing/kueue"
