@@ -73,8 +73,12 @@ def test_the_cert_manager_overlay_mounts_the_certificate_the_operator_serves() -
         annotations = find(manifests, kind)["metadata"]["annotations"]
         assert annotations["cert-manager.io/inject-ca-from"] == f"kubeflow/{secret_name}"
     rbac = {(m["kind"], m["metadata"]["name"]) for m in manifests if "Role" in m["kind"]}
+    # No Role on Secrets (cert-manager writes the certificate); the metrics reviews and reader stay.
     assert rbac == {("ClusterRole", "training-operator"),
-                    ("ClusterRoleBinding", "training-operator")}  # fmt: skip
+                    ("ClusterRoleBinding", "training-operator"),
+                    ("ClusterRole", "training-operator-metrics-auth"),
+                    ("ClusterRoleBinding", "training-operator-metrics-auth"),
+                    ("ClusterRole", "training-operator-metrics-reader")}  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", list(CONFIGURATIONS))
