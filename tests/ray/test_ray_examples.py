@@ -34,6 +34,13 @@ TRAINING = [
     pytest.param("examples/pytorch/ddp.yaml", marks=pytest.mark.slow, id="PyTorch DDP"),
     # The same training as a Kubeflow Trainer v2 TrainJob (torchrun, PET_* with node IPs).
     pytest.param("examples/pytorch/ddp-trainjob.yaml", marks=pytest.mark.slow, id="TrainJob DDP"),
+    # Every shipped runtime's TrainJob: xgboost-distributed (DMLC_* with node 0's address) and
+    # jax-distributed (JAX_COORDINATOR_ADDRESS on node 0, gloo collectives across the nodes).
+    pytest.param(
+        "examples/xgboost/dist-trainjob.yaml", marks=pytest.mark.slow, id="TrainJob XGBoost"
+    ),
+    pytest.param("examples/jax/logreg-trainjob.yaml", marks=pytest.mark.slow, id="TrainJob JAX"),
+    pytest.param("examples/jax/logreg.yaml", marks=pytest.mark.slow, id="JAXJob"),
     pytest.param("examples/tensorflow/mwms.yaml", marks=pytest.mark.slow, id="TensorFlow MWMS"),
     pytest.param("examples/xgboost/dist.yaml", marks=pytest.mark.slow, id="XGBoost collective"),
     pytest.param("examples/paddle/collective.yaml", marks=pytest.mark.slow, id="Paddle collective"),
