@@ -1,6 +1,8 @@
 """The operator's webhook configurations (operator/base/webhooks/) registered on the test's real
 kube-apiserver: each webhook pointed at a loopback URL (no Service can be reached here), renamed
-after the test's namespace and limited to it (other tests' jobs never reach this webhook)."""
+after the test's namespace and limited to it (other tests' jobs never reach this webhook). The
+ClusterTrainingRuntime webhook is left out: a namespaceSelector does not limit a cluster-scoped
+resource, so it would judge every other test's runtimes."""
 
 from __future__ import annotations
 
@@ -36,12 +38,18 @@ def for_test(config: dict[str, Any], namespace: str, port: int, **webhook: Any) 
     namespace only, with `webhook`'s fields (e.g. failurePolicy) on every webhook."""
     moved = copy.deepcopy(config)
     moved["metadata"]["name"] = f"{namespace}.{config['metadata']['name']}"
+    moved["webhooks"] = [h for h in moved["webhooks"] if not cluster_scoped(h)]
     for hook in moved["webhooks"]:
         path = hook["clientConfig"]["service"]["path"]
         hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}"}
         hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
         hook.update(webhook)
     return moved
+
+
+def cluster_scoped(hook: dict[str, Any]) -> bool:
+    """Whether `hook` judges a cluster-scoped resource (no namespaceSelector can limit it)."""
+    return all(rule.get("scope") == "Cluster" for rule in hook["rules"])
 
 
 @dataclass(frozen=True)

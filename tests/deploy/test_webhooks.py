@@ -1,5 +1,6 @@
 """operator/'s webhook configurations match the operator's code: one webhook per kind at the
-server's paths, behind the Service's port 443 and the container's webhook port, with the Secret
+server's paths (and a validating one for each of Trainer v2's TrainJob and runtimes), behind the
+Service's port 443 and the container's webhook port, with the Secret
 and configuration names the operator's flags default to; and the cert-manager overlay serves
 what cert-manager writes."""
 
@@ -10,7 +11,7 @@ from deploy_manifests import find, kustomize
 
 from trainop_core.kinds.table import build_registry
 from trainop_core.operator.webhook.options import WebhookOptions
-from trainop_core.operator.webhook.server import webhook_paths
+from trainop_core.operator.webhook.server import V2_KINDS, v2_webhook_path, webhook_paths
 
 CONFIGURATIONS = {
     "ValidatingWebhookConfiguration": ("validator", 0),
@@ -27,8 +28,10 @@ def test_one_webhook_per_kind_at_the_servers_path(kind: str) -> None:
     assert config["metadata"]["name"] == name
     hooks = {h["name"]: h for h in config["webhooks"]}
     registry = build_registry(entry_points=False)
+    v2_hooks = {f"{prefix}.{k.lower()}.training-operator.kubeflow.org": (k, plural)
+                for k, plural in V2_KINDS} if which == 0 else {}  # fmt: skip
     assert set(hooks) == {f"{prefix}.{k.kind.lower()}.training-operator.kubeflow.org"
-                          for k in registry.kinds}  # fmt: skip
+                          for k in registry.kinds} | set(v2_hooks)  # fmt: skip
     for job_kind in registry.kinds:
         hook = hooks[f"{prefix}.{job_kind.kind.lower()}.training-operator.kubeflow.org"]
         service = hook["clientConfig"]["service"]
@@ -37,6 +40,15 @@ def test_one_webhook_per_kind_at_the_servers_path(kind: str) -> None:
         (rule,) = hook["rules"]
         assert rule["resources"] == [job_kind.plural]  # never the status subresource
         assert rule["operations"] == ["CREATE", "UPDATE"]
+        assert (hook["failurePolicy"], hook["sideEffects"]) == ("Fail", "None")
+    for name, (v2_kind, plural) in v2_hooks.items():
+        hook = hooks[name]
+        assert hook["clientConfig"]["service"]["path"] == v2_webhook_path(v2_kind)
+        (rule,) = hook["rules"]
+        scope = "Cluster" if v2_kind.startswith("Cluster") else "Namespaced"
+        assert rule == {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"],
+                        "operations": ["CREATE", "UPDATE"], "resources": [plural],
+                        "scope": scope}  # fmt: skip
         assert (hook["failurePolicy"], hook["sideEffects"]) == ("Fail", "None")
 
 
@@ -84,7 +96,10 @@ def test_the_cert_manager_overlay_mounts_the_certificate_the_operator_serves() -
 @pytest.mark.parametrize("kind", list(CONFIGURATIONS))
 def test_the_namespaced_overlay_admits_only_its_own_namespace_for_every_kind(kind: str) -> None:
     config = find(kustomize("overlays/namespaced"), kind)
-    selectors = [hook.get("namespaceSelector") for hook in config["webhooks"]]
+    # A cluster-scoped resource (ClusterTrainingRuntime) has no namespace to select.
+    selectors = [hook.get("namespaceSelector") for hook in config["webhooks"]
+                 if hook["rules"][0]["scope"] != "Cluster"]  # fmt: skip
     expected = {"matchLabels": {"kubernetes.io/metadata.name": "kubeflow"}}
-    assert len(selectors) == len(build_registry(entry_points=False).kinds)
+    trainer = 2 if kind.startswith("Validating") else 0  # TrainJob, TrainingRuntime
+    assert len(selectors) == len(build_registry(entry_points=False).kinds) + trainer
     assert all(selector == expected for selector in selectors), selectors

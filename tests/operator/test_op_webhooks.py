@@ -5,6 +5,7 @@ change, and failurePolicy decides when the webhook is down."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 from collections.abc import Callable, Iterator
@@ -198,7 +199,8 @@ def test_the_operator_writes_the_ca_bundle_of_both_configurations(
     for kind, name in (("ValidatingWebhookConfiguration", names.validating),
                        ("MutatingWebhookConfiguration", names.mutating)):  # fmt: skip
         hooks = configuration(cluster.control_plane, kind, name)["webhooks"]
-        assert len(hooks) == len(KINDS)  # one per kind, each with the operator's bundle
+        # One per kind (validating: also TrainJob's and TrainingRuntime's), each with the bundle.
+        assert len(hooks) == len(KINDS) + (2 if kind == VALIDATING else 0)
         assert {h["clientConfig"]["caBundle"] for h in hooks} == {bundle}
 
 
@@ -300,3 +302,49 @@ def test_two_replicas_serve_the_one_certificate_of_the_secret(
             lambda: all(_served_certificate(p, ca) == _b64(secret["tls.crt"]) for p in ports),
             timeout=15, what="both replicas serve the Secret's certificate",
         )  # fmt: skip
+
+
+def test_kubectl_apply_of_an_invalid_trainjob_is_refused_and_a_valid_one_admitted(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """`--enable-scheme TrainJob`: the shipped TrainJob webhook refuses a TrainJob with a bad
+    runtimeRef and trainer, every field named; a TrainJob whose runtime does not exist yet is
+    admitted (the reconciler waits for it), and its managedBy cannot change afterwards."""
+    from trainop_core.runtimes.crds import trainer_crds
+
+    cluster.control_plane.install_crds(trainer_crds())
+    port = free_port()
+    with registered(cluster.control_plane, cluster.namespace, port) as names:
+        options = webhook_options(cluster, names, port)
+        op = run_operator(webhook=options, enable_schemes=("TrainJob",)).wait_started()
+        wait_for(lambda: op.get("/readyz")[0] == 200, what="/readyz")
+        bad = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "bad"},
+            "spec": {
+                "runtimeRef": {"name": "torch-distributed", "kind": "Deployment"},
+                "trainer": {"numNodes": 0},
+            },
+        }
+        done = apply(cluster, bad)
+        assert done.returncode != 0
+        assert 'The TrainJob "bad" is invalid:' in done.stderr, done.stderr
+        for path in ("spec.runtimeRef.kind", "spec.trainer.numNodes"):
+            assert f"* {path}: " in done.stderr, (path, done.stderr)
+        # trainop's wording: the CRD's schema alone would have stored it.
+        assert "expected one of ClusterTrainingRuntime, TrainingRuntime" in done.stderr
+        trainjobs = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{cluster.namespace}/trainjobs"
+        assert cluster.rest.get(trainjobs)["items"] == []
+        good = copy.deepcopy(bad)
+        good["metadata"]["name"] = "good"
+        good["spec"] = {"runtimeRef": {"name": "not-installed-yet"}, "trainer": {"numNodes": 2}}
+        done = apply(cluster, good)
+        assert done.returncode == 0, done.stderr
+        assert cluster.rest.get(f"{trainjobs}/good")["spec"]["trainer"] == {"numNodes": 2}
+        patch = {"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}
+        done = kubectl(
+            cluster, "patch", "trainjob", "good", "--type=merge", "-p", json.dumps(patch)
+        )
+        assert done.returncode != 0
+        assert "spec.managedBy: field is immutable" in done.stderr

@@ -271,7 +271,9 @@ class Manager:
         client = KubeClient(
             self.client.api, -1, 1, self.metrics, self.stop, bucket=self.client.bucket
         )
-        return Webhooks(self.options.webhook, self.registry, client, self.metrics.registry)
+        return Webhooks(
+            self.options.webhook, self.registry, client, self.metrics.registry, self.trainjobs
+        )
 
     # --- running -------------------------------------------------------------------------------
     def run(self) -> int:

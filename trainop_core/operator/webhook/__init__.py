@@ -1,4 +1,5 @@
-"""Admission webhooks served by `trainop operator` (validating and defaulting, every enabled kind)
+"""Admission webhooks served by `trainop operator` (validating and defaulting, every enabled kind;
+validating for Trainer v2's TrainJob and runtimes with `--enable-scheme TrainJob`)
 with their certificates: `Webhooks` wires the server (`server`), the reviews (`review`), the
 certificates (`rotator`, `certs`) and the flags (`options`).
 """
@@ -27,9 +28,10 @@ class Webhooks:
         registry: KindLookup,
         client: KubeClient,
         metrics: Registry | None = None,
+        trainjobs: bool = False,
     ) -> None:
         self.options = options
-        self.server = WebhookServer(options.host, options.port, registry, metrics)
+        self.server = WebhookServer(options.host, options.port, registry, metrics, trainjobs)
         serve = self.server.use_certificate
         self.certificates: SelfManaged | External
         if options.cert_management == "external":

@@ -13,6 +13,12 @@ controller (`trainop_core.api.validation.prepare`).
   spec into the defaulted model's, so besides the defaults it may drop a null field or spell a
   replica type the kind's way (worker -> Worker). A job that cannot even be read gets no patch;
   the validating webhook then refuses it with every problem.
+- Trainer v2 (`validate_v2`: TrainJob, TrainingRuntime, ClusterTrainingRuntime; validating only,
+  CREATE and UPDATE): the checks of `trainop validate` (`api.trainjob_validation.parse_v2`), and on
+  UPDATE a TrainJob's `spec.managedBy` may not change (Trainer's rule). The runtime a TrainJob
+  names need not exist yet (the reconciler waits for it); a runtimeRef of another kind or
+  apiGroup is refused. There is no v2 defaulting webhook: a TrainJob's defaults (runtimeRef kind
+  and apiGroup) are read where they are used, as Trainer does, and a runtime has none.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from trainop_core.api.admission import admission_warnings
 from trainop_core.api.defaults import apply_defaults
 from trainop_core.api.load import KindLookup, parse_job
 from trainop_core.api.reader import check_tree
+from trainop_core.api.trainjob_validation import parse_v2
 from trainop_core.api.validation import prepare
 from trainop_core.errors import InvalidJobError, Problem
 
@@ -62,10 +69,35 @@ def validate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]
     except InvalidJobError as err:
         problems = list(err.problems)
     if request.get("operation") == "UPDATE":
-        problems += _managed_by_changed(request.get("oldObject"), job)
+        old = request.get("oldObject")
+        problems += _changed(old, job, ("spec", "runPolicy", "managedBy"))
     if problems:
         return _response(request, False, status=_invalid(request, job, problems))
     return _response(request, True, warnings=warnings)
+
+
+def validate_v2(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
+    """The validating webhook's response to a Trainer v2 `request` (`registry` is unused: the
+    runtimes are not kinds)."""
+    del registry
+    obj = _object(request)
+    if request.get("operation") not in CHECKED or _being_deleted(obj):
+        return _response(request, True)
+    problems: list[Problem] = []
+    try:
+        check_tree(obj)
+        parse_v2(obj)
+    except InvalidJobError as err:
+        problems = list(err.problems)
+    expected = (request.get("kind") or {}).get("kind")
+    got = obj.get("kind") if isinstance(obj, Mapping) else None
+    if expected and got != expected and not any(p.path == "kind" for p in problems):
+        problems.append(Problem("kind", f"expected {json.dumps(expected)}, got {json.dumps(got)}"))
+    if request.get("operation") == "UPDATE" and expected == "TrainJob":
+        problems += _changed(request.get("oldObject"), obj, ("spec", "managedBy"))
+    if problems:
+        return _response(request, False, status=_invalid(request, obj, problems))
+    return _response(request, True)
 
 
 def mutate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
@@ -105,18 +137,19 @@ def _being_deleted(job: Any) -> bool:
     return isinstance(meta, Mapping) and bool(meta.get("deletionTimestamp"))
 
 
-def _managed_by_changed(old: Any, new: Any) -> list[Problem]:
-    before, after = _managed_by(old), _managed_by(new)
+def _changed(old: Any, new: Any, path: tuple[str, ...]) -> list[Problem]:
+    """An immutable field's problem when the value at `path` differs (absent is None)."""
+    before, after = _at(old, path), _at(new, path)
     if before == after:
         return []
     message = f"field is immutable (was {json.dumps(before)}, now {json.dumps(after)})"
-    return [Problem("spec.runPolicy.managedBy", message)]
+    return [Problem(".".join(path), message)]
 
 
-def _managed_by(job: Any) -> Any:
-    spec = job.get("spec") if isinstance(job, Mapping) else None
-    policy = spec.get("runPolicy") if isinstance(spec, Mapping) else None
-    return policy.get("managedBy") if isinstance(policy, Mapping) else None
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, Mapping) else None
+    return obj
 
 
 def _under_spec(op: dict[str, Any]) -> dict[str, Any]:

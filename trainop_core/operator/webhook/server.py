@@ -1,6 +1,8 @@
 """The HTTPS server the API server calls for admission: `POST /validate-kubeflow-org-v1-<kind>`
 and `POST /mutate-kubeflow-org-v1-<kind>` (kubebuilder's paths, upstream's) for every enabled
-kind, on a port of its own (default 9443).
+kind, on a port of its own (default 9443); with TrainJob enabled also
+`POST /validate-trainer-kubeflow-org-v1alpha1-<kind>` for TrainJob, TrainingRuntime and
+ClusterTrainingRuntime (`V2_KINDS`, `v2_webhook_path`).
 
 Its certificate can be replaced while it serves (`use_certificate`: renewal); each connection is
 handshaken in its own thread with the certificate current at that moment. Requests are bounded:
@@ -21,16 +23,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from trainop_core.api import trainjob as v2
 from trainop_core.api.load import KindLookup
 from trainop_core.kinds.base import Kind
 from trainop_core.operator.metrics import Registry
-from trainop_core.operator.webhook.review import mutate, request_of, validate
+from trainop_core.operator.webhook.review import mutate, request_of, validate, validate_v2
 from trainop_core.private_files import write_new
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # an UPDATE carries the object twice; each is at most 3 MiB
 READ_TIMEOUT = 10.0  # seconds a connection may take to send what it owes (and stay idle)
 Review = Callable[[Mapping[str, Any], KindLookup], dict[str, Any]]
+# Trainer v2's kinds with a validating webhook: (kind, plural).
+V2_KINDS = (
+    (v2.TRAINJOB, "trainjobs"),
+    (v2.TRAINING_RUNTIME, "trainingruntimes"),
+    (v2.CLUSTER_TRAINING_RUNTIME, "clustertrainingruntimes"),
+)
 
 
 def webhook_paths(kind: Kind) -> tuple[str, str]:
@@ -39,11 +48,22 @@ def webhook_paths(kind: Kind) -> tuple[str, str]:
     return f"/validate-{suffix}", f"/mutate-{suffix}"
 
 
+def v2_webhook_path(kind: str) -> str:
+    """The validating path of Trainer v2 kind `kind` (TrainJob, TrainingRuntime, ...)."""
+    return f"/validate-{v2.GROUP.replace('.', '-')}-{v2.VERSION}-{kind.lower()}"
+
+
 class WebhookServer:
-    """Serves the admission webhooks of `registry`'s kinds on `host:port` (0: any free port)."""
+    """Serves the admission webhooks of `registry`'s kinds on `host:port` (0: any free port), and
+    Trainer v2's when `trainjobs`."""
 
     def __init__(
-        self, host: str, port: int, registry: KindLookup, metrics: Registry | None = None
+        self,
+        host: str,
+        port: int,
+        registry: KindLookup,
+        metrics: Registry | None = None,
+        trainjobs: bool = False,
     ) -> None:
         self.registry = registry
         self.routes: dict[str, tuple[str, Review]] = {}
@@ -51,6 +71,8 @@ class WebhookServer:
             validating, mutating = webhook_paths(kind)
             self.routes[validating] = (f"validate-{kind.kind.lower()}", validate)
             self.routes[mutating] = (f"mutate-{kind.kind.lower()}", mutate)
+        for v2_kind, _ in V2_KINDS if trainjobs else ():
+            self.routes[v2_webhook_path(v2_kind)] = (f"validate-{v2_kind.lower()}", validate_v2)
         self._context: ssl.SSLContext | None = None
         self._lock = threading.Lock()
         self._started = False
