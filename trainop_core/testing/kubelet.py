@@ -16,6 +16,11 @@ with the pod's uid as precondition, by ``workers`` threads at once (one pod's tr
 overlap). That is one binding and three status patches per pod, and no read. The test-driving
 methods read the pod first and write it guarded by its resourceVersion.
 
+A rule's start is due ``start_seconds`` after the pod was first seen (not after its accept was
+written), and workers take the earliest due first: under a backlog, pods start in the order they
+appeared, however many pods arrive at once after them (a burst of new pods does not hold back
+the start of pods seen before it, whichever operator wrote them).
+
 Automatic behaviour comes from :class:`Rule` s (first match wins); pods that match no rule stay
 Pending (containers waiting in ContainerCreating) until the test drives them with :meth:`run`,
 :meth:`terminate`, :meth:`restart_container` or :meth:`evict`. Restart policy is honoured when a
@@ -285,9 +290,11 @@ class Kubelet:
     def _rule(self, namespace: str, name: str) -> Rule | None:
         return next((r for r in self.rules if r.matches(namespace, name)), None)
 
-    def _schedule(self, delay: float, action: str, pod: Pod) -> None:
+    def _schedule(self, delay: float, action: str, pod: Pod, after: float | None = None) -> None:
+        """Queue `action` for `pod` `delay` seconds after `after` (a monotonic time; now if
+        None). Workers take the earliest due first."""
         meta = pod["metadata"]
-        due = time.monotonic() + delay
+        due = (time.monotonic() if after is None else after) + delay
         entry = (due, next(self._seq), action, meta["namespace"], meta["name"], meta["uid"])
         with self._cond:
             heapq.heappush(self._heap, entry)
@@ -303,14 +310,14 @@ class Kubelet:
                     self._cond.wait(timeout)
                 if self._stop.is_set():
                     return
-                _, _, action, namespace, name, uid = heapq.heappop(self._heap)
+                due, _, action, namespace, name, uid = heapq.heappop(self._heap)
             try:
-                self._act(action, namespace, name, uid)
+                self._act(action, namespace, name, uid, due)
             except RestError as err:
                 if err.status not in (404, 409, 422):  # gone, or re-created (a new uid)
                     log.warning("kubelet %s %s/%s failed: %s", action, namespace, name, err)
 
-    def _act(self, action: str, namespace: str, name: str, uid: str) -> None:
+    def _act(self, action: str, namespace: str, name: str, uid: str, due: float) -> None:
         if action == "finalize":
             self._finalize(namespace, name, uid)
             return
@@ -318,7 +325,11 @@ class Kubelet:
         if action == "accept":
             pod = self._patch(namespace, name, uid, status.accept)
             if rule is not None:
-                self._schedule(rule.start_seconds, "run", pod)
+                # Due `start_seconds` after the pod was seen, not after this write: under a
+                # backlog, a pod accepted late still starts before pods seen after it are
+                # accepted (re-queued behind them, a burst of new pods would hold every
+                # earlier pod's start back, and the burstier writer's pods would start later).
+                self._schedule(rule.start_seconds, "run", pod, after=due)
         elif action == "run" and rule is not None:
             pod = self._patch(namespace, name, uid, status.run)
             if rule.log:
