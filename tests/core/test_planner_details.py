@@ -37,6 +37,20 @@ def test_terminated_pods_report_their_exit_code() -> None:
     assert messages == ["Pod: default.demo-worker-1 exited with code 0"]
 
 
+def test_pods_ending_alike_are_one_exit_event_per_code() -> None:
+    sim = Sim(load_job(make_job("TFJob", "demo").workers(3).build(), registry=REGISTRY))
+    sim.step()
+    sim.set_all("Running")
+    sim.set("Worker", 2, "Succeeded", exit_code=0)
+    sim.set("Worker", 0, "Failed", exit_code=1)
+    sim.set("Worker", 1, "Succeeded", exit_code=0)
+    messages = [e.message for e in sim.step().events if e.reason == "ExitedWithCode"]
+    assert sorted(messages) == [
+        "Pod: default.demo-worker-0 exited with code 1",
+        "Pods: default.demo-worker-1, default.demo-worker-2 exited with code 0",
+    ]
+
+
 @pytest.mark.parametrize(
     ("phase", "counted"),
     [("Pending", {}), ("Running", {"active": 1}), ("Succeeded", {"succeeded": 1}),

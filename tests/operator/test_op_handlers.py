@@ -87,8 +87,12 @@ def controller(registry: KindRegistry) -> StandIn:
     return StandIn(registry.get("PyTorchJob"))
 
 
-def pods_handler(controller: StandIn, batch: float = 0.0) -> ChildHandler:
-    return ChildHandler({"PyTorchJob": controller}, controller.expectations, "pods", batch)
+def pods_handler(
+    controller: StandIn, batch: float = 0.0, clock: Callable[[], float] | None = None
+) -> ChildHandler:
+    if clock is None:
+        return ChildHandler({"PyTorchJob": controller}, controller.expectations, "pods", batch)
+    return ChildHandler({"PyTorchJob": controller}, controller.expectations, "pods", batch, clock)
 
 
 def set_path(path: str, value: Any) -> Callable[[Obj], None]:
@@ -172,19 +176,56 @@ class FakeClock:
 def test_the_pod_events_of_one_batch_period_make_one_reconcile(registry: KindRegistry) -> None:
     clock = FakeClock()
     controller = StandIn(registry.get("PyTorchJob"), queue=WorkQueue("t", clock=clock))
-    handler = pods_handler(controller, batch=0.1)
+    handler = pods_handler(controller, batch=0.1, clock=clock)
     first = pod(phase="Pending")
     handler.on_add(cached_child(first))
     running = changed(first, "2", set_path("status.phase", "Running"))
     handler.on_update(cached_child(first), cached_child(running))
     clock.now += 0.05
-    succeeded = changed(running, "3", set_path("status.phase", "Succeeded"))
-    handler.on_update(cached_child(running), cached_child(succeeded))
+    restarted = changed(running, "3", set_path("status.containerStatuses.0.restartCount", 1))
+    handler.on_update(cached_child(running), cached_child(restarted))
     assert controller.queue.get(0) is None  # still gathering
     clock.now += 0.06
     assert controller.queue.get(0) == "ns/demo"
     controller.queue.done("ns/demo")
     assert controller.queue.get(0) is None  # once for all three
+
+
+def sibling(obj: Obj, index: int) -> Obj:
+    """Replica `index` of the same job as `obj`."""
+    other = copy.deepcopy(obj)
+    other["metadata"]["name"] = f"demo-worker-{index}"
+    other["metadata"]["uid"] = f"pod-uid-{index}"
+    other["metadata"]["labels"]["training.kubeflow.org/replica-index"] = str(index)
+    return other
+
+
+def test_the_first_pod_to_end_is_not_batched_and_the_replicas_ending_with_it_are(
+    registry: KindRegistry,
+) -> None:
+    """A pod's end can be its job's (a PyTorchJob's master): it is looked at at once; the other
+    replicas that end within the batch period come in one batch after it."""
+    clock = FakeClock()
+    controller = StandIn(registry.get("PyTorchJob"), queue=WorkQueue("t", clock=clock))
+    handler = pods_handler(controller, batch=0.1, clock=clock)
+    running = [sibling(pod(), i) for i in range(3)]
+    ended = [changed(p, "2", set_path("status.phase", "Succeeded")) for p in running]
+    handler.on_update(cached_child(running[0]), cached_child(ended[0]))
+    assert controller.queue.get(0) == "ns/demo"  # at once
+    controller.queue.done("ns/demo")
+    clock.now += 0.02
+    handler.on_update(cached_child(running[1]), cached_child(ended[1]))
+    handler.on_update(cached_child(running[2]), cached_child(ended[2]))
+    assert controller.queue.get(0) is None  # the others are gathered
+    clock.now += 0.1
+    assert controller.queue.get(0) == "ns/demo"
+    controller.queue.done("ns/demo")
+    assert controller.queue.get(0) is None  # once for both
+    # A pod that fails long after: at once again.
+    clock.now += 5.0
+    failed = changed(running[1], "4", set_path("status.phase", "Failed"))
+    handler.on_update(cached_child(running[1]), cached_child(failed))
+    assert controller.queue.get(0) == "ns/demo"
 
 
 def test_the_echo_of_our_own_job_write_queues_nothing_and_any_other_change_does(

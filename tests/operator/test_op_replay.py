@@ -8,6 +8,7 @@ the server acted.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from builders import minimal_job
@@ -83,8 +84,9 @@ def test_pod_creates_whose_answers_are_lost_are_looked_up_and_the_job_runs(
     assert {name: n for name, n in cluster.pod_adds.items() if n > 1} == {}
     assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0
     wait_for(
-        lambda: sum(e.reason == "SuccessfulCreatePod" for e in cluster.events("lost")) == 3,
-        what="a SuccessfulCreatePod event for each pod",
+        lambda: sorted(_named(cluster.events("lost"), "SuccessfulCreatePod"))
+        == ["lost-master-0", "lost-worker-0", "lost-worker-1"],
+        what="SuccessfulCreatePod events naming each pod once",
     )
     assert [e for e in cluster.events("lost") if e.reason.startswith("FailedCreate")] == []
 
@@ -119,3 +121,13 @@ def test_status_writes_whose_answers_are_lost_are_read_back_not_errors(
     cluster.wait_condition("PyTorchJob", "status", "Succeeded")
     assert lost.applied == 2
     assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0
+
+
+def _named(events: list[Any], reason: str) -> list[str]:
+    """The children named by `reason`'s events ("Created pod: a", "Created 3 pods: a, b, c")."""
+    return [
+        name
+        for e in events
+        if e.reason == reason
+        for name in e.message.split(": ", 1)[1].split(", ")
+    ]

@@ -17,6 +17,13 @@ from trainop_core.replicas import replica_counts
 
 NORMAL = "Normal"
 WARNING = "Warning"
+NAMED_IN_EVENT = 10  # an Event about several children names at most this many
+
+
+def name_list(names: Sequence[str]) -> str:
+    """Names for an Event's message, "a, b, c"; beyond NAMED_IN_EVENT of them "... and N more"."""
+    more = len(names) - NAMED_IN_EVENT
+    return ", ".join(names[:NAMED_IN_EVENT]) + (f" and {more} more" if more > 0 else "")
 
 
 @dataclass

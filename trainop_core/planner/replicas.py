@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from trainop_core.api.types import ConditionType, ReplicaStatus, RestartPolicy
 from trainop_core.kinds.base import ReplicaCounts
-from trainop_core.planner.context import NORMAL, WARNING, Round
+from trainop_core.planner.context import NORMAL, WARNING, Round, name_list
 from trainop_core.planner.pods import build_pod, build_service, replica_selector
 from trainop_core.planner.types import ObservedPod
 
@@ -100,16 +100,30 @@ def _reconcile_services(r: Round, rtype: str, desired: int, seen: set[tuple[str,
 
 def _handle_failed_pods(r: Round, rtype: str, current: list[ObservedPod]) -> None:
     policy = r.restart_policy(rtype)
+    _exited_events(r, current)
     for pod in current:
-        if pod.exit_code is not None and pod.phase in ("Succeeded", "Failed") and not pod.deleting:
-            message = f"Pod: {r.job.namespace}.{pod.name} exited with code {pod.exit_code}"
-            r.event(NORMAL, "ExitedWithCode", message)
         if needs_restart(pod, policy):
             _restart(r, rtype, pod)
         elif pod.phase == "Failed" and policy == RestartPolicy.EXIT_CODE and not pod.deleting:
             message = f'job "{r.job.name}" is failing because "{rtype}" replica(s) failed.'
             r.event(WARNING, r.reason("Failed"), message)
             r.condition(ConditionType.FAILED, "Failed", message)
+
+
+def _exited_events(r: Round, current: list[ObservedPod]) -> None:
+    """ExitedWithCode for the type's ended pods, as upstream says it on every round: one event
+    per exit code, naming its pods ("Pod: ns.a exited with code 0", upstream's own message, for
+    one; "Pods: ns.a, ns.b exited with code 0" for several, `name_list`): the
+    replicas of a job end together, and this is one Event to write, not one per replica."""
+    by_code: dict[int, list[str]] = {}
+    for pod in sorted(current, key=lambda p: p.index):
+        if pod.exit_code is not None and pod.phase in ("Succeeded", "Failed") and not pod.deleting:
+            by_code.setdefault(pod.exit_code, []).append(f"{r.job.namespace}.{pod.name}")
+    for code, names in by_code.items():
+        if len(names) == 1:
+            r.event(NORMAL, "ExitedWithCode", f"Pod: {names[0]} exited with code {code}")
+            continue
+        r.event(NORMAL, "ExitedWithCode", f"Pods: {name_list(names)} exited with code {code}")
 
 
 def _restart(r: Round, rtype: str, pod: ObservedPod) -> None:
