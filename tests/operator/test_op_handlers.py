@@ -87,12 +87,8 @@ def controller(registry: KindRegistry) -> StandIn:
     return StandIn(registry.get("PyTorchJob"))
 
 
-def pods_handler(
-    controller: StandIn, batch: float = 0.0, clock: Callable[[], float] | None = None
-) -> ChildHandler:
-    if clock is None:
-        return ChildHandler({"PyTorchJob": controller}, controller.expectations, "pods", batch)
-    return ChildHandler({"PyTorchJob": controller}, controller.expectations, "pods", batch, clock)
+def pods_handler(controller: StandIn, batch: float = 0.0) -> ChildHandler:
+    return ChildHandler({"PyTorchJob": controller}, controller.expectations, "pods", batch)
 
 
 def set_path(path: str, value: Any) -> Callable[[Obj], None]:
@@ -176,7 +172,7 @@ class FakeClock:
 def test_the_pod_events_of_one_batch_period_make_one_reconcile(registry: KindRegistry) -> None:
     clock = FakeClock()
     controller = StandIn(registry.get("PyTorchJob"), queue=WorkQueue("t", clock=clock))
-    handler = pods_handler(controller, batch=0.1, clock=clock)
+    handler = pods_handler(controller, batch=0.1)
     first = pod(phase="Pending")
     handler.on_add(cached_child(first))
     running = changed(first, "2", set_path("status.phase", "Running"))
@@ -200,32 +196,26 @@ def sibling(obj: Obj, index: int) -> Obj:
     return other
 
 
-def test_the_first_pod_to_end_is_not_batched_and_the_replicas_ending_with_it_are(
+def test_a_pod_that_ends_is_not_batched_and_replicas_ending_together_make_one_reconcile(
     registry: KindRegistry,
 ) -> None:
-    """A pod's end can be its job's (a PyTorchJob's master): it is looked at at once; the other
-    replicas that end within the batch period come in one batch after it."""
+    """A pod's end can be its job's (a PyTorchJob's master): it is looked at at once; replicas
+    that end while the job waits in the queue do not queue it twice."""
     clock = FakeClock()
     controller = StandIn(registry.get("PyTorchJob"), queue=WorkQueue("t", clock=clock))
-    handler = pods_handler(controller, batch=0.1, clock=clock)
+    handler = pods_handler(controller, batch=0.1)
     running = [sibling(pod(), i) for i in range(3)]
-    ended = [changed(p, "2", set_path("status.phase", "Succeeded")) for p in running]
-    handler.on_update(cached_child(running[0]), cached_child(ended[0]))
-    assert controller.queue.get(0) == "ns/demo"  # at once
+    for old in running:
+        handler.on_update(
+            cached_child(old),
+            cached_child(changed(old, "2", set_path("status.phase", "Succeeded"))),
+        )
+    assert controller.queue.get(0) == "ns/demo"  # at once, no clock moved
     controller.queue.done("ns/demo")
-    clock.now += 0.02
-    handler.on_update(cached_child(running[1]), cached_child(ended[1]))
-    handler.on_update(cached_child(running[2]), cached_child(ended[2]))
-    assert controller.queue.get(0) is None  # the others are gathered
-    clock.now += 0.1
-    assert controller.queue.get(0) == "ns/demo"
-    controller.queue.done("ns/demo")
-    assert controller.queue.get(0) is None  # once for both
-    # A pod that fails long after: at once again.
-    clock.now += 5.0
-    failed = changed(running[1], "4", set_path("status.phase", "Failed"))
-    handler.on_update(cached_child(running[1]), cached_child(failed))
-    assert controller.queue.get(0) == "ns/demo"
+    assert controller.queue.get(0) is None  # once for the three
+    restarted = changed(running[0], "3", set_path("status.containerStatuses.0.restartCount", 1))
+    handler.on_update(cached_child(running[0]), cached_child(restarted))
+    assert controller.queue.get(0) is None  # any other change is batched
 
 
 def test_the_echo_of_our_own_job_write_queues_nothing_and_any_other_change_does(

@@ -14,15 +14,14 @@ a short batch period (`CHILD_BATCH_SECONDS`, as kube-controller-manager's Job co
 pod updates for one second): the replicas of a job start and finish together, and one reconcile
 then sees them all and writes the job's status once instead of once per replica. A pod that
 ends is the exception: its end may be the job's (a PyTorchJob's master, a failure), so it is
-looked at at once; the replicas ending with it still come in one batch after it.
+looked at at once (the 0.1 s were most of the gap to upstream's latency from the deciding pod's
+end to the job's Succeeded: 21 against 11 ms p50, 102 against 28 ms p95); replicas that end
+while the job waits in the queue still make one reconcile.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
 from trainop_core.kinds.base import Kind
@@ -34,8 +33,7 @@ from trainop_core.operator.workqueue import WorkQueue
 
 OWNER_GROUPS = ("kubeflow.org/", "trainer.kubeflow.org/")  # v1 jobs, TrainJobs
 CHILD_BATCH_SECONDS = 0.1  # what it adds to a job's latency at most, per step of its life
-ENDED = ("Succeeded", "Failed")  # the first pod of a job entering one is not batched
-RUSHED_KEYS = 4096  # jobs whose last unbatched pod end is remembered (the oldest go first)
+ENDED = ("Succeeded", "Failed")  # a pod entering one of these phases is not batched
 
 
 class Controller(Protocol):
@@ -82,13 +80,9 @@ class ChildHandler:
         expectations: Expectations,
         resource: str,
         batch: float = CHILD_BATCH_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.controllers, self.expectations, self.resource = controllers, expectations, resource
         self.batch = batch
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._rushed: OrderedDict[str, float] = OrderedDict()  # job key -> when one was not batched
 
     def _route(self, obj: Obj) -> tuple[Controller, str, str] | None:
         ref = controller_ref(obj)
@@ -122,7 +116,7 @@ class ChildHandler:
             if deleting and not old.get("metadata", {}).get("deletionTimestamp"):
                 route[0].expectations.observed_deletion(route[2])
             if not self._observed_alike(old, new, route[0].kind):
-                route[0].queue.add_after(route[1], self._delay(route[1], old, new))
+                route[0].queue.add_after(route[1], self._delay(old, new))
 
     def on_delete(self, obj: Obj) -> None:
         route = self._route(obj)
@@ -131,21 +125,11 @@ class ChildHandler:
                 route[0].expectations.observed_deletion(route[2])
             route[0].queue.add_after(route[1], self.batch)
 
-    def _delay(self, key: str, old: Obj, new: Obj) -> float:
-        """The batch period; none for the first pod of a job to end within one (its end can be
-        the job's, so it is looked at now; the replicas ending with it come in one batch)."""
-        if self.resource != "pods" or _phase(new) not in ENDED or _phase(old) in ENDED:
-            return self.batch
-        now = self._clock()
-        with self._lock:
-            rushed = self._rushed.get(key)
-            if rushed is not None and now - rushed < self.batch:
-                return self.batch
-            self._rushed[key] = now
-            self._rushed.move_to_end(key)
-            while len(self._rushed) > RUSHED_KEYS:
-                self._rushed.popitem(last=False)
-        return 0.0
+    def _delay(self, old: Obj, new: Obj) -> float:
+        """The batch period, but none for a pod that just ended: its end can be the job's."""
+        if self.resource == "pods" and _phase(new) in ENDED and _phase(old) not in ENDED:
+            return 0.0
+        return self.batch
 
     def _observed_alike(self, old: Obj, new: Obj, kind: Kind) -> bool:
         """Does the planner see `old` and `new` the same (same owner, same observation)?"""
