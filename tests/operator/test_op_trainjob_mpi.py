@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from opkit import Cluster, wait_for
 from test_op_trainjob import (
     Start,
@@ -22,6 +23,10 @@ from test_op_trainjob import (
 )
 
 COMMAND = ["mpirun", "--hostfile", "/etc/mpi/hostfile", "python", "train.py"]
+
+
+def train() -> None:  # what a data scientist hands the SDK; the SDK ships its source
+    print("training")
 
 
 def read(cluster: Cluster, resource: str, name: str) -> dict[str, Any]:
@@ -97,3 +102,37 @@ def test_a_failed_launcher_fails_the_mpi_trainjob(
     create_trainjob(cluster, "tj", "mpi-distributed", trainer={"numNodes": 2, "command": COMMAND})
     failed = wait_for(lambda: condition(cluster, "tj", "Failed"), 60, "TrainJob Failed")
     assert "launcher" in failed["message"].lower()
+
+
+def test_the_kubeflow_sdk_trains_on_mpi_distributed_and_reads_the_launcher_s_logs(
+    trainer_cluster: Cluster,  # noqa: F811 (reason: the imported fixture, by its name)
+    run_operator: Start,
+) -> None:
+    """The unmodified SDK (kubeflow 0.5): its MPI CustomTrainer command (`mpirun --hostfile
+    /etc/mpi/hostfile ...`) goes to the launcher; it names the launcher's step node-0 and the
+    nodes node-1.. (its MPI convention), and reads the launcher's container `node` for logs."""
+    pytest.importorskip("kubeflow.trainer")
+    from kubeflow.common.types import KubernetesBackendConfig
+    from kubeflow.trainer import CustomTrainer, TrainerClient
+
+    cluster = trainer_cluster
+    run_operator(enable_schemes=("TrainJob",)).wait_started()
+    cluster.rule("*", run_seconds=0.5, log="rank=0 loss=0.25\n")
+    config = KubernetesBackendConfig(
+        namespace=cluster.namespace, config_file=str(cluster.kubeconfig)
+    )
+    sdk = TrainerClient(backend_config=config)
+    runtime = sdk.get_runtime("mpi-distributed")
+    name = sdk.train(runtime=runtime, trainer=CustomTrainer(func=train, num_nodes=2))
+    job = sdk.wait_for_job_status(name, timeout=90, polling_interval=1)
+    assert job.status == "Complete"
+    steps = {step.name: step.pod_name for step in job.steps}
+    assert steps == {
+        "node-0": f"{name}-launcher",
+        "node-1": f"{name}-node-0",
+        "node-2": f"{name}-node-1",
+    }
+    launcher = cluster.core.read_namespaced_pod(f"{name}-launcher", cluster.namespace)
+    (main,) = launcher.spec.containers
+    assert main.command[:3] == ["mpirun", "--hostfile", "/etc/mpi/hostfile"]
+    assert "rank=0 loss=0.25" in "\n".join(sdk.get_job_logs(name))
