@@ -515,7 +515,7 @@ RENDER_GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "render"
 
 @pytest.mark.parametrize(
     "runtime_name",
-    ["torch-distributed", "xgboost-distributed", "jax-distributed"],
+    ["torch-distributed", "xgboost-distributed", "jax-distributed", "mpi-distributed"],
     ids=lambda n: f"a TrainJob on {n} renders as its golden",
 )
 def test_a_rendered_trainjob_matches_its_golden_file(
