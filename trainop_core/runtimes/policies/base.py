@@ -27,7 +27,7 @@ def no_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[str, 
 
 @dataclass(frozen=True)
 class MLPolicy:
-    name: str  # the runtime's mlPolicy source: torch, xgboost, jax; "plain" when none is set
+    name: str  # the runtime's mlPolicy source: torch, xgboost, jax, mpi; "plain" when none
     port: int  # where node 0 listens for its peers (rendezvous, tracker, coordinator)
     env: NodeEnv = no_env
     # Set when one launcher pod runs the program and starts its processes in the nodes (mpi):
