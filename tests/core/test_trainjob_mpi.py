@@ -195,3 +195,12 @@ def test_a_torch_trainjob_plans_no_launcher_objects() -> None:
     first = first_plan(trainjob("torch-distributed", numNodes=2))
     assert sorted(by_name(first.create_pods)) == ["tj-node-0", "tj-node-1"]
     assert first.apply_objects == []
+
+
+def test_pod_group_policy_asks_for_a_gang_of_the_launcher_and_every_node(tmp_path: Path) -> None:
+    data = mpi_runtime()
+    data["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 60}}
+    (tmp_path / "gang.yaml").write_text(json.dumps(data))
+    _, job = prepare_trainjob(Document(trainjob(numNodes=3), ""), tmp_path)
+    gang = job.spec.run_policy.scheduling_policy
+    assert gang is not None and gang.min_available == 4
