@@ -76,7 +76,6 @@ BAD_MPI = [
     ({"numProcPerNode": 0}, "spec.mlPolicy.mpi.numProcPerNode", "at least 1"),
     ({"mpiImplementation": "LAM"}, "spec.mlPolicy.mpi.mpiImplementation", "expected one of"),
     ({"mpiImplementation": "MPICH"}, "spec.mlPolicy.mpi.mpiImplementation", "only OpenMPI"),
-    ({"runLauncherAsNode": True}, "spec.mlPolicy.mpi.runLauncherAsNode", "not supported"),
 ]
 
 
@@ -189,6 +188,22 @@ def test_the_launcher_s_end_is_the_job_s_and_its_nodes_are_stopped() -> None:
     assert states(done)[-1] == "Succeeded"
     failed = {"Launcher": ReplicaCounts(1, failed=1), "Node": ReplicaCounts(2, active=2)}
     assert "Failed" in states(failed)
+
+
+def test_run_launcher_as_node_counts_the_launcher_among_the_nodes(tmp_path: Path) -> None:
+    """Trainer's rule: numNodes - 1 node pods (at least 1), the launcher first in the hostfile
+    (on Kubernetes its hostname is its pod's name, so mpirun starts its ranks in place)."""
+    data = mpi_runtime()
+    data["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = True
+    (tmp_path / "mpi.yaml").write_text(json.dumps(data))
+    first = first_plan(trainjob(numNodes=3, numProcPerNode=2), tmp_path)
+    assert sorted(by_name(first.create_pods)) == ["tj-launcher", "tj-node-0", "tj-node-1"]
+    (config,) = [o for o in first.apply_objects if o["kind"] == "ConfigMap"]
+    assert (
+        config["data"]["hostfile"] == "tj-launcher slots=2\ntj-node-0 slots=2\ntj-node-1 slots=2\n"
+    )
+    one = first_plan(trainjob(numNodes=1), tmp_path)
+    assert sorted(by_name(one.create_pods)) == ["tj-launcher", "tj-node-0"]
 
 
 def test_a_torch_trainjob_plans_no_launcher_objects() -> None:

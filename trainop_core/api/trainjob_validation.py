@@ -299,9 +299,6 @@ def _mpi_policy_problems(mpi: v2.MPIPolicy) -> list[Problem]:
     elif implementation not in (None, "OpenMPI"):
         message = f"{implementation} is not supported (as in Trainer v2.3, only OpenMPI is)"
         problems.append(Problem(f"{path}.mpiImplementation", message))
-    if mpi.run_launcher_as_node:
-        message = "is not supported by trainop: the launcher runs mpirun only, never a rank"
-        problems.append(Problem(f"{path}.runLauncherAsNode", message))
     return problems
 
 

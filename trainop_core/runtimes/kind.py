@@ -40,6 +40,7 @@ class PlannedTrainJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(alias="replicaSpecs")
     ml_policy: str = "plain"
     num_proc_per_node: int | Literal["auto"] = 1
+    launcher_is_node: bool | None = None  # mpi's runLauncherAsNode: the launcher hosts ranks too
 
 
 class PlannedTrainJob(TrainingJob):

@@ -57,6 +57,9 @@ def translate(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> PlannedTrainJob:
     trainer = job.spec.trainer or v2.Trainer()
     ml = runtime.spec.ml_policy or v2.MLPolicy()
     nodes = trainer.num_nodes or ml.num_nodes or 1
+    launcher_is_node = bool(ml.mpi and ml.mpi.run_launcher_as_node)
+    if launcher_is_node:
+        nodes = max(nodes - 1, 1)  # Trainer's count: the launcher is one of the nodes
     steps = _steps(runtime, policy)
     replicas = {
         rtype: _replica(job, step, fields, policy.port, 1 if rtype == LAUNCHER else nodes)
@@ -77,6 +80,7 @@ def translate(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> PlannedTrainJob:
             run_policy=run_policy,
             ml_policy=policy.name,
             num_proc_per_node=_processes(trainer, ml),
+            launcher_is_node=launcher_is_node or None,
         ),
     )
 

@@ -16,11 +16,16 @@ def _slots(job: TrainingJob) -> int:
     return slots if isinstance(slots, int) else 1  # translate makes it a count
 
 
+def _launcher_is_node(job: TrainingJob) -> bool:
+    return bool(getattr(job.spec, "launcher_is_node", False))  # runLauncherAsNode
+
+
 LAYOUT = Layout(
     hosts=NODE,
     host_name=lambda job, index: replica_name(job.name, NODE, index),
     slots=_slots,
     exec_container=lambda job: v2.NODE,
     config_suffix="-mpi-hostfile",  # Trainer's name for it
+    launcher_hosts=_launcher_is_node,
 )
 POLICY = MLPolicy(name="mpi", port=9999, launcher=LAYOUT)
