@@ -125,10 +125,10 @@ def runtime(**ml_policy: Any) -> dict[str, Any]:
     ("ml_policy", "path", "says"),
     [
         ({"torch": {}, "jax": {}}, "spec.mlPolicy", "at most one"),
-        ({"mpi": {"numProcPerNode": 2}}, "spec.mlPolicy.mpi", "not supported"),
+        ({"flux": {}}, "spec.mlPolicy.flux", "not supported"),
         ({"numNodes": 0}, "spec.mlPolicy.numNodes", "at least 1"),
     ],
-    ids=["two ML policies", "mpi is not supported yet", "zero nodes"],
+    ids=["two ML policies", "flux is not supported yet", "zero nodes"],
 )
 def test_a_bad_runtime_field_is_named(ml_policy: dict[str, Any], path: str, says: str) -> None:
     found = problems_of(runtime(**ml_policy))
@@ -148,6 +148,7 @@ def test_the_default_runtimes_are_valid_and_labelled_for_the_sdk() -> None:
     names = {r.name: r.framework for r in catalog.runtimes}
     assert names == {
         "jax-distributed": "jax",
+        "mpi-distributed": "mpi",
         "torch-distributed": "torch",
         "xgboost-distributed": "xgboost",
     }  # reason: the whole table at once
@@ -331,6 +332,7 @@ def test_the_internal_kind_serves_no_v1_resource() -> None:
     assert KIND.kind not in build_registry(entry_points=False)
     assert sorted(p.name for p in DEFAULTS_DIR.glob("*.yaml")) == [
         "jax-distributed.yaml",
+        "mpi-distributed.yaml",
         "torch-distributed.yaml",
         "xgboost-distributed.yaml",
     ]
@@ -394,6 +396,7 @@ def test_trainop_runtimes_lists_the_defaults_and_a_named_directory(
     assert rows == [
         ["site-torch", "ClusterTrainingRuntime"],
         ["jax-distributed", "ClusterTrainingRuntime"],
+        ["mpi-distributed", "ClusterTrainingRuntime"],
         ["torch-distributed", "ClusterTrainingRuntime"],
         ["xgboost-distributed", "ClusterTrainingRuntime"],
     ]
@@ -512,7 +515,7 @@ RENDER_GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "render"
 
 @pytest.mark.parametrize(
     "runtime_name",
-    ["torch-distributed", "xgboost-distributed", "jax-distributed"],
+    ["torch-distributed", "xgboost-distributed", "jax-distributed", "mpi-distributed"],
     ids=lambda n: f"a TrainJob on {n} renders as its golden",
 )
 def test_a_rendered_trainjob_matches_its_golden_file(

@@ -287,24 +287,30 @@ def test_every_request_of_an_operator_running_trainjobs_is_granted(
 ) -> None:
     """`--enable-scheme TrainJob` as the manifests' ServiceAccount: Trainer v2's CRDs and the
     default runtimes applied as the docs say (`kubectl apply --server-side`), a TrainJob run to
-    Complete; the server refuses nothing and nothing outside the roles is sent."""
+    Complete, and one on mpi-distributed (its launcher's ConfigMap, ServiceAccount and Role
+    granting pods/exec); the server refuses nothing and nothing outside the roles is sent."""
     apply(k8s, manifests_for("overlays/standalone", k8s.namespace))
     k8s.control_plane.install_crds(trainer_crds())
     kubectl(k8s, "apply", "--server-side", "-f", str(TRAINER_RUNTIMES))
     k8s.kubelet.rules[:] = [Rule(run_seconds=0.2)]
     path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{k8s.namespace}/trainjobs"
-    body = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "tj"},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
-    }
+    runtimes = {"tj": "torch-distributed", "mtj": "mpi-distributed"}
     with k8s.operator(token=operator_token(k8s), proxy=k8s_proxy, enable_schemes=("TrainJob",)):
-        k8s.rest.create(path, body)
+        for name, runtime in runtimes.items():
+            body = {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": name},
+                "spec": {"runtimeRef": {"name": runtime}, "trainer": {"numNodes": 2}},
+            }
+            k8s.rest.create(path, body)
 
         def complete() -> bool:
-            conditions = (k8s.rest.get(f"{path}/tj").get("status") or {}).get("conditions") or []
-            return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+            statuses = [k8s.rest.get(f"{path}/{name}").get("status") or {} for name in runtimes]
+            return all(
+                any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+                for conditions in (s.get("conditions") or [] for s in statuses)
+            )
 
         wait_for(complete, timeout=60, interval=0.2)
     refused = {key: n for key, n in k8s_proxy.stats.answers.items() if key[2] == 403}
@@ -313,7 +319,8 @@ def test_every_request_of_an_operator_running_trainjobs_is_granted(
     assert not used - granted(), f"requests its ClusterRole does not allow: {used - granted()}"
     for needed in [("trainer.kubeflow.org", "clustertrainingruntimes", "list"),
                    ("trainer.kubeflow.org", "trainjobs/status", "update"),
-                   ("", "pods", "create")]:  # fmt: skip
+                   ("", "pods", "create"), ("", "configmaps", "create"),
+                   ("rbac.authorization.k8s.io", "roles", "create")]:  # fmt: skip
         assert needed in used, needed
 
 

@@ -155,6 +155,21 @@ EXAMPLES = {
         "timeout_s": 240,
         "measured_s": 4.8,
     },
+    "examples/mpi/logreg-trainjob.yaml": {
+        # The same training as a TrainJob on mpi-distributed: the launcher's mpirun starts one
+        # rank in each node (each prints the node pod it runs in).
+        "replicas": {"Launcher": 1, "Node": 2},
+        "must_match": [
+            r"rank=0 world_size=2 replica=mpi-logreg-trainjob-node-0",
+            r"rank=1 world_size=2 replica=mpi-logreg-trainjob-node-1",
+            r"allreduce\(rank\+1\)=3 expected=3 OK",
+            r"train_shard=213 of 426",
+            r"rank=1 weights_identical=True",
+            r"^accuracy=0\.9\d+",
+        ],
+        "timeout_s": 240,
+        "measured_s": 3.5,
+    },
     "examples/exitcode/retry.yaml": {
         "replicas": {"Master": 1, "Worker": 1},
         "must_match": [

@@ -139,6 +139,27 @@ def test_a_trainjob_is_a_command_task_whose_node_0_reports() -> None:
     assert metrics == {"accuracy": 0.5, "loss": 0.125, "rank": 0.0}  # node 0's
 
 
+@pytest.mark.slow
+def test_an_mpi_trainjob_is_a_command_task_whose_launcher_reports() -> None:
+    """examples/mpi's TrainJob on mpi-distributed: the task's input reaches the launcher's mpirun
+    command, and its outputs are read from the launcher (mpirun forwards rank 0's lines)."""
+    mpi = Path(__file__).resolve().parents[2] / "examples" / "mpi"
+    trainjob = yaml.safe_load((mpi / "logreg-trainjob.yaml").read_text())
+    trainjob["spec"]["trainer"]["command"] += ["--epochs", "{{.inputs.epochs}}"]
+    task = TrainingJobCommandTask(
+        name="mpi_trainjob",
+        job=trainjob,
+        workdir=mpi,
+        inputs={"epochs": int},
+        outputs={"state": str, "accuracy": float},
+    )
+
+    state, accuracy = task(epochs=50)
+
+    assert state == "Succeeded"
+    assert 0.9 < accuracy <= 1.0
+
+
 def test_a_trainjob_naming_no_runtime_is_refused_when_the_task_is_defined() -> None:
     trainjob = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",

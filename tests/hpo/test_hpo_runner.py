@@ -110,6 +110,26 @@ def test_an_mpijob_trial_reads_rank_0_s_metrics_through_the_launcher(
     assert result.metrics["accuracy"] > 0.9
 
 
+@pytest.mark.slow
+def test_an_mpi_trainjob_trial_reads_rank_0_s_metrics_through_the_launcher(
+    client: TrainingClient,
+) -> None:
+    """On mpi-distributed the primary replica is the launcher (mpirun forwards rank 0's
+    `name=value` lines there), not node 0, which only hosts a rank."""
+    import yaml
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "mpi" / "logreg-trainjob.yaml"
+    job = yaml.safe_load(example.read_text())
+    job["spec"]["trainer"]["command"] += ["--lr", "${trialParameters.lr}", "--epochs", "50"]
+    job["metadata"]["namespace"] = "hpo"
+    runner = TrialRunner(job, client, namespace="hpo", workdir=example.parent)
+    with runner.start({"lr": 0.3}, trial_id="mpi-tj") as trial:
+        result = trial.result()
+    assert trial.primary == "launcher-0"
+    assert result.state == "Succeeded", result
+    assert result.metrics["accuracy"] > 0.9
+
+
 def test_a_trainjob_template_is_a_trial_whose_node_0_reports(
     client: TrainingClient, home: Path, tag: str
 ) -> None:

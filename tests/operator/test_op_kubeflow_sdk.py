@@ -41,6 +41,13 @@ def test_the_kubeflow_sdk_lists_trains_waits_reads_logs_and_deletes(
 
     runtimes = {r.name: r for r in sdk.list_runtimes()}
     assert {"torch-distributed", "xgboost-distributed", "jax-distributed"} <= set(runtimes)
+    # The SDK reads the mpi runtime as Trainer's: its CustomTrainer command is mpirun with the
+    # hostfile at /etc/mpi/hostfile, where the mpi policy mounts it in the launcher.
+    assert runtimes["mpi-distributed"].trainer.command[:3] == (
+        "mpirun",
+        "--hostfile",
+        "/etc/mpi/hostfile",
+    )
     torch = runtimes["torch-distributed"]
     assert torch.trainer.framework == "torch"
 

@@ -47,6 +47,8 @@ TRAINING = [
     # mpirun on the launcher's node starts each rank on its worker's node, through the worker's
     # actor (trainop_core.backends.ray.rsh): the ranks' collective crosses the nodes.
     pytest.param("examples/mpi/logreg.yaml", marks=pytest.mark.slow, id="MPI ranks on workers"),
+    # The same as a TrainJob on mpi-distributed: the launcher's mpirun, a rank on each node.
+    pytest.param("examples/mpi/logreg-trainjob.yaml", marks=pytest.mark.slow, id="TrainJob MPI"),
 ]
 
 

@@ -34,6 +34,7 @@ FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_STEP = "trainer"
 NODE = "node"  # the trainer step's replicated job and its main container
+LAUNCHER = "launcher"  # an mpi runtime's launcher step (replicated job), as Trainer names it
 
 
 # --- TrainJob ------------------------------------------------------------------------------------

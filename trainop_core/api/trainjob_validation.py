@@ -243,8 +243,11 @@ def runtime_problems(spec: v2.TrainingRuntimeSpec) -> list[Problem]:
     path = "spec.template.spec.replicatedJobs"
     if not jobs:
         return [*problems, Problem(path, "must list the trainer step (a replicated job)")]
+    mpi = spec.ml_policy is not None and spec.ml_policy.mpi is not None
     for index, job in enumerate(jobs):
-        problems += _replicated_job_problems(job, f"{path}[{index}]")
+        problems += _replicated_job_problems(job, f"{path}[{index}]", mpi)
+    if mpi:
+        return problems + _mpi_steps_problems(jobs, path)
     trainers = [i for i, job in enumerate(jobs) if is_trainer_step(job)]
     if len(trainers) != 1:
         message = (
@@ -273,10 +276,41 @@ def _policy_problems(policy: v2.MLPolicy | None) -> list[Problem]:
     if policy.torch is not None and policy.torch.env_injection is not None:
         message = "is not supported by trainop: the contract goes to the node container only"
         problems.append(Problem("spec.mlPolicy.torch.envInjection", message))
-    for unsupported in ("mpi", "flux"):
-        if unsupported in sources:
-            message = f"the {unsupported} ML policy is not supported by trainop yet"
-            problems.append(Problem(f"spec.mlPolicy.{unsupported}", message))
+    if policy.mpi is not None:
+        problems += _mpi_policy_problems(policy.mpi)
+    if "flux" in sources:
+        message = "the flux ML policy is not supported by trainop yet"
+        problems.append(Problem("spec.mlPolicy.flux", message))
+    return problems
+
+
+_MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")  # Trainer's enum
+
+
+def _mpi_policy_problems(mpi: v2.MPIPolicy) -> list[Problem]:
+    path = "spec.mlPolicy.mpi"
+    problems = _positive(f"{path}.numProcPerNode", mpi.num_proc_per_node)
+    implementation = mpi.mpi_implementation
+    if implementation is not None and implementation not in _MPI_IMPLEMENTATIONS:
+        message = (
+            f"expected one of {', '.join(_MPI_IMPLEMENTATIONS)}, got {describe(implementation)}"
+        )
+        problems.append(Problem(f"{path}.mpiImplementation", message))
+    elif implementation not in (None, "OpenMPI"):
+        message = f"{implementation} is not supported (as in Trainer v2.3, only OpenMPI is)"
+        problems.append(Problem(f"{path}.mpiImplementation", message))
+    return problems
+
+
+def _mpi_steps_problems(jobs: list[v2.ReplicatedJob], path: str) -> list[Problem]:
+    problems = []
+    for step in (v2.LAUNCHER, v2.NODE):
+        found = sum(1 for job in jobs if job.name == step)
+        if found != 1:
+            message = (
+                f'an mpi runtime needs exactly one replicated job named "{step}"; found {found}'
+            )
+            problems.append(Problem(path, message))
     return problems
 
 
@@ -284,19 +318,23 @@ def _int_or_none(value: int | str | None) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _replicated_job_problems(job: v2.ReplicatedJob, path: str) -> list[Problem]:
+def _replicated_job_problems(job: v2.ReplicatedJob, path: str, mpi: bool) -> list[Problem]:
     pod = (job.template.get("spec") or {}).get("template")
     problems = _positive(f"{path}.replicas", job.replicas)
     if not isinstance(pod, Mapping):
         return [*problems, Problem(f"{path}.template.spec.template", "required field is missing")]
     problems += check_template(pod, f"{path}.template.spec.template")
-    if is_trainer_step(job):
+    if job.name in (v2.LAUNCHER, v2.NODE) if mpi else is_trainer_step(job):
         names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
         if v2.NODE not in names:
-            message = f'the trainer step needs a container named "{v2.NODE}"'
+            message = f'the {describe(job.name)} step needs a container named "{v2.NODE}"'
             problems.append(Problem(f"{path}.template.spec.template.spec.containers", message))
     else:
-        message = "only the trainer step is supported by trainop (no initializer or launcher)"
+        message = (
+            "an mpi runtime runs only its launcher and node steps"
+            if mpi
+            else "only the trainer step is supported by trainop (no initializer or launcher)"
+        )
         problems.append(Problem(f"{path}.name", f"{describe(job.name)}: {message}"))
     return problems
 

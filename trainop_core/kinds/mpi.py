@@ -13,7 +13,8 @@ each rank in its worker replica's environment.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
@@ -73,16 +74,30 @@ def _slots(job: TrainingJob) -> int:
     return 1 if slots is None else slots
 
 
-def config_name(job: TrainingJob) -> str:
-    return f"{job.name}-config"
-
-
 def launcher_name(job: TrainingJob) -> str:
     return f"{job.name}-launcher"
 
 
 def worker_name(job: TrainingJob, index: int) -> str:
     return f"{job.name}-worker-{index}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the launcher pattern reads of a job besides its Launcher: the replica type whose pods
+    host the ranks, their pod names, the slots of each, the container ranks are exec'd in, and
+    the ConfigMap's name suffix. MPIJob's is `MPIJOB`; a TrainJob's mpi policy has its own."""
+
+    hosts: str
+    host_name: Callable[[TrainingJob, int], str]
+    slots: Callable[[TrainingJob], int]
+    exec_container: Callable[[TrainingJob], str | None]
+    config_suffix: str = "-config"
+    # Whether the launcher is in the hostfile too (MPIJob: when it has a GPU, as upstream).
+    launcher_hosts: Callable[[TrainingJob], bool] = lambda job: False
+
+    def config_name(self, job: TrainingJob) -> str:
+        return f"{job.name}{self.config_suffix}"
 
 
 def _template_spec(job: TrainingJob, rtype: str) -> dict[str, Any]:
@@ -104,26 +119,28 @@ def service_account(job: TrainingJob) -> str:
 
 
 # --- what the kind plans besides pods ------------------------------------------------------------
-def kubexec_script(job: TrainingJob) -> str:
+def kubexec_script(layout: Layout, job: TrainingJob) -> str:
     script = f"#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n{KUBECTL_DIR}/kubectl exec ${{POD_NAME}}"
-    if _spec(job).main_container:
-        script += f" --container {_spec(job).main_container}"
+    container = layout.exec_container(job)
+    if container:
+        script += f" --container {container}"
     return script + ' -- /bin/sh -c "$*"'
 
 
-def hostfile(job: TrainingJob, workers: int) -> str:
-    slots = _slots(job)
-    lines = [f"{launcher_name(job)} slots={slots}\n"] if _gpu_launcher(job) else []
-    return "".join(lines + [f"{worker_name(job, i)} slots={slots}\n" for i in range(workers)])
+def hostfile(layout: Layout, job: TrainingJob, workers: int) -> str:
+    slots = layout.slots(job)
+    lines = [f"{launcher_name(job)} slots={slots}\n"] if layout.launcher_hosts(job) else []
+    hosts = [f"{layout.host_name(job, i)} slots={slots}\n" for i in range(workers)]
+    return "".join(lines + hosts)
 
 
-def discover_hosts(job: TrainingJob, running_workers: Sequence[int]) -> str:
+def discover_hosts(layout: Layout, job: TrainingJob, running_workers: Sequence[int]) -> str:
     """Horovod elastic's host list: the Running workers only, sorted by pod name (upstream)."""
-    slots = _slots(job)
+    slots = layout.slots(job)
     script = "#!/bin/sh"
-    if _gpu_launcher(job):
+    if layout.launcher_hosts(job):
         script += f"\necho {launcher_name(job)}:{slots}\n"
-    for name in sorted(worker_name(job, i) for i in running_workers):
+    for name in sorted(layout.host_name(job, i) for i in running_workers):
         script += f"\necho {name}:{slots}"
     return script
 
@@ -132,23 +149,26 @@ def _meta(job: TrainingJob, name: str) -> dict[str, Any]:
     return {"name": name, "labels": {"app": job.name}}
 
 
-def mpi_objects(ctx: ClusterContext, running: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
-    job, workers = ctx.job, ctx.replicas.get(WORKER, 0)
+def launcher_objects(
+    layout: Layout, ctx: ClusterContext, running: Mapping[str, Sequence[int]]
+) -> list[dict[str, Any]]:
+    """The ConfigMap (hostfile, rsh agent, host discovery) and the launcher's RBAC. Pure."""
+    job, workers = ctx.job, ctx.replicas.get(layout.hosts, 0)
     data = {
-        HOSTFILE: hostfile(job, workers),
-        KUBEXEC: kubexec_script(job),
-        DISCOVER: discover_hosts(job, running.get(WORKER, ())),
+        HOSTFILE: hostfile(layout, job, workers),
+        KUBEXEC: kubexec_script(layout, job),
+        DISCOVER: discover_hosts(layout, job, running.get(layout.hosts, ())),
     }
     exec_rule: dict[str, Any] = {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/exec"]}
     if workers:  # none: upstream leaves resourceNames out
-        exec_rule["resourceNames"] = [worker_name(job, i) for i in range(workers)]
+        exec_rule["resourceNames"] = [layout.host_name(job, i) for i in range(workers)]
     pods_rule = {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["pods"]}
     subject = {"kind": "ServiceAccount", "name": service_account(job), "namespace": job.namespace}
     role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": launcher_name(job)}
     rbac = "rbac.authorization.k8s.io/v1"
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(job, subject["name"])},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(job, config_name(job)),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(job, layout.config_name(job)),
          "data": data},
         {"apiVersion": rbac, "kind": "Role", "metadata": _meta(job, launcher_name(job)),
          "rules": [pods_rule, exec_rule]},
@@ -158,9 +178,9 @@ def mpi_objects(ctx: ClusterContext, running: Mapping[str, Sequence[int]]) -> li
 
 
 # --- pods ----------------------------------------------------------------------------------------
-def _config_volume(job: TrainingJob, items: list[tuple[str, int]]) -> dict[str, Any]:
+def _config_volume(config: str, items: list[tuple[str, int]]) -> dict[str, Any]:
     paths = [{"key": key, "path": key, "mode": mode} for key, mode in items]
-    return {"name": CONFIG_VOLUME, "configMap": {"name": config_name(job), "items": paths}}
+    return {"name": CONFIG_VOLUME, "configMap": {"name": config, "items": paths}}
 
 
 def _first_container(pod: dict[str, Any]) -> dict[str, Any]:
@@ -190,11 +210,12 @@ def _process_env(agent: str, hosts: str) -> list[dict[str, Any]]:
     ]
 
 
-def _decorate_launcher(ctx: ClusterContext, pod: dict[str, Any]) -> None:
+def _decorate_launcher(layout: Layout, ctx: ClusterContext, pod: dict[str, Any]) -> None:
     main, spec = _first_container(pod), pod["spec"]
     agent = ctx.kind_options.get(EXEC_AGENT_OPTION)
+    config = layout.config_name(ctx.job)
     if agent:  # a process backend: its own agent and ConfigMap directory, nothing to mount
-        hosts = f"{ctx.kind_options[CONFIGMAP_DIR_OPTION]}/{config_name(ctx.job)}/{HOSTFILE}"
+        hosts = f"{ctx.kind_options[CONFIGMAP_DIR_OPTION]}/{config}/{HOSTFILE}"
         env = _launcher_env(ctx, str(agent), hosts) + _process_env(str(agent), hosts)
     else:
         agent, hosts = f"{CONFIG_DIR}/{KUBEXEC}", f"{CONFIG_DIR}/{HOSTFILE}"
@@ -206,7 +227,7 @@ def _decorate_launcher(ctx: ClusterContext, pod: dict[str, Any]) -> None:
                   {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}]  # fmt: skip
         main["volumeMounts"] = [*(main.get("volumeMounts") or []), *mounts]
         items = [(KUBEXEC, SCRIPT_MODE), (HOSTFILE, HOSTFILE_MODE), (DISCOVER, SCRIPT_MODE)]
-        volumes = [{"name": KUBECTL_VOLUME, "emptyDir": {}}, _config_volume(ctx.job, items)]
+        volumes = [{"name": KUBECTL_VOLUME, "emptyDir": {}}, _config_volume(config, items)]
         spec["volumes"] = [*(spec.get("volumes") or []), *volumes]
     user_set = {e.get("name") for e in main.get("env") or []}
     env += [env_var(name, value) for name, value in
@@ -232,23 +253,27 @@ def _kubectl_delivery(ctx: ClusterContext) -> dict[str, Any]:
     }
 
 
-def _decorate_worker(ctx: ClusterContext, pod: dict[str, Any]) -> None:
+def _decorate_worker(layout: Layout, ctx: ClusterContext, pod: dict[str, Any]) -> None:
     main = _first_container(pod)
     if ctx.kind_options.get(EXEC_AGENT_OPTION):
         return  # a process backend's agent needs no script in the worker
     # Open MPI checks for the agent's path on every rank: mount kubexec.sh here too.
     mount = {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}
     main["volumeMounts"] = [*(main.get("volumeMounts") or []), mount]
-    volume = _config_volume(ctx.job, [(KUBEXEC, SCRIPT_MODE)])
+    volume = _config_volume(layout.config_name(ctx.job), [(KUBEXEC, SCRIPT_MODE)])
     pod["spec"]["volumes"] = [*(pod["spec"].get("volumes") or []), volume]
 
 
-def mpi_decorate_pod(ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]) -> None:
+def decorate_launcher_pod(
+    layout: Layout, ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]
+) -> None:
+    """The launcher: its name, the agent and hostfile in its env (and mounted on Kubernetes);
+    a host: the rsh agent's script mounted (Open MPI checks the agent's path on every rank)."""
     if rtype == LAUNCHER:
         pod["metadata"]["name"] = launcher_name(ctx.job)  # upstream's: no index
-        _decorate_launcher(ctx, pod)
-    elif rtype == WORKER:
-        _decorate_worker(ctx, pod)
+        _decorate_launcher(layout, ctx, pod)
+    elif rtype == layout.hosts:
+        _decorate_worker(layout, ctx, pod)
 
 
 # --- status, validation, defaults ----------------------------------------------------------------
@@ -256,11 +281,11 @@ def no_env(ctx: ClusterContext, rtype: str, index: int) -> list[dict[str, Any]]:
     return []  # the launcher's env is a decoration of its first container (upstream's choice)
 
 
-def mpi_start_after(ctx: ClusterContext) -> Mapping[str, str]:
+def launcher_start_after(layout: Layout, ctx: ClusterContext) -> Mapping[str, str]:
     """On Kubernetes the launcher's kubectl-delivery init container waits until every worker of
     the hostfile runs (upstream creates the launcher with the workers, which gang scheduling
     needs); a process backend has no such container: there the launcher waits for its pod."""
-    return {LAUNCHER: WORKER} if ctx.kind_options.get(EXEC_AGENT_OPTION) else {}
+    return {LAUNCHER: layout.hosts} if ctx.kind_options.get(EXEC_AGENT_OPTION) else {}
 
 
 def mpi_program(rtype: str, argv: Sequence[str]) -> list[str] | None:
@@ -278,22 +303,54 @@ def mpi_is_master(replicas: Mapping[str, int], rtype: str, index: int) -> bool:
     return rtype == LAUNCHER
 
 
-def mpi_status(
-    job: TrainingJob, counts: Mapping[str, ReplicaCounts], worker0_succeeded: bool
+def launcher_status(
+    layout: Layout, job: TrainingJob, counts: Mapping[str, ReplicaCounts]
 ) -> list[Verdict]:
     """The launcher decides: Running while it runs, Succeeded when it did; any failure restarts
     (ExitCode) or fails the job, the launcher's read first."""
     verdicts = []
     launcher = counts.get(LAUNCHER)
     if launcher is not None and launcher.active > 0:
-        verdicts.append(Verdict(RUNNING, f"MPIJob {job.name} is running.", LAUNCHER))
+        verdicts.append(Verdict(RUNNING, f"{job.kind} {job.name} is running.", LAUNCHER))
     if launcher is not None and launcher.replicas - launcher.succeeded == 0:
-        done = f"MPIJob {job.name} is successfully completed."
+        done = f"{job.kind} {job.name} is successfully completed."
         return [*verdicts, Verdict(SUCCEEDED, done, LAUNCHER)]
-    for rtype in (r for r in (LAUNCHER, WORKER) if r in counts and counts[r].failed > 0):
+    for rtype in (r for r in (LAUNCHER, layout.hosts) if r in counts and counts[r].failed > 0):
         restart = counts[rtype].restart_policy == RestartPolicy.EXIT_CODE
-        verdicts.append(failure_verdict("MPIJob", job.name, rtype, counts[rtype], restart=restart))
+        verdicts.append(failure_verdict(job.kind, job.name, rtype, counts[rtype], restart=restart))
     return verdicts
+
+
+# --- MPIJob's hooks: the launcher pattern with its Workers ---------------------------------------
+MPIJOB = Layout(
+    hosts=WORKER,
+    host_name=worker_name,
+    slots=_slots,
+    exec_container=lambda job: _spec(job).main_container,
+    launcher_hosts=_gpu_launcher,
+)
+
+
+def config_name(job: TrainingJob) -> str:
+    return MPIJOB.config_name(job)
+
+
+def mpi_objects(ctx: ClusterContext, running: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+    return launcher_objects(MPIJOB, ctx, running)
+
+
+def mpi_decorate_pod(ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]) -> None:
+    decorate_launcher_pod(MPIJOB, ctx, rtype, index, pod)
+
+
+def mpi_start_after(ctx: ClusterContext) -> Mapping[str, str]:
+    return launcher_start_after(MPIJOB, ctx)
+
+
+def mpi_status(
+    job: TrainingJob, counts: Mapping[str, ReplicaCounts], worker0_succeeded: bool
+) -> list[Verdict]:
+    return launcher_status(MPIJOB, job, counts)
 
 
 def mpi_validate(job: TrainingJob) -> list[Problem]:

@@ -1,13 +1,15 @@
-"""The one internal kind every TrainJob is planned as: a single replica type, the trainer nodes.
+"""The one internal kind every TrainJob is planned as: the trainer nodes, and a launcher where
+the ML policy has one (mpi).
 
 A TrainJob and its runtime become a `PlannedTrainJob` (`translate.py`); the planner then runs it
-as any v1 job. The ML policy named in the planned spec supplies the env contract; the pods get
-the JobSet labels the Kubeflow SDK selects and reads them by (see `SDK_LABELS`).
+as any v1 job. The ML policy named in the planned spec supplies the env contract, and for a
+launcher policy the launcher pattern's hooks (`kinds.mpi`); the pods get the JobSet labels the
+Kubeflow SDK selects and reads them by (see `sdk_labels`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -18,7 +20,13 @@ from trainop_core.api.types import ReplicaSpec, RestartPolicy
 from trainop_core.errors import Problem
 from trainop_core.kinds.base import ClusterContext, Kind, ReplicaCounts, Verdict
 from trainop_core.kinds.common import worker_style_status
-from trainop_core.runtimes.policies.base import NODE
+from trainop_core.kinds.mpi import (
+    decorate_launcher_pod,
+    launcher_objects,
+    launcher_start_after,
+    launcher_status,
+)
+from trainop_core.runtimes.policies.base import LAUNCHER, NODE, MLPolicy
 from trainop_core.runtimes.policies.table import builtin_policies
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -32,6 +40,7 @@ class PlannedTrainJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(alias="replicaSpecs")
     ml_policy: str = "plain"
     num_proc_per_node: int | Literal["auto"] = 1
+    launcher_is_node: bool | None = None  # mpi's runLauncherAsNode: the launcher hosts ranks too
 
 
 class PlannedTrainJob(TrainingJob):
@@ -39,19 +48,32 @@ class PlannedTrainJob(TrainingJob):
     spec: PlannedTrainJobSpec
 
 
+def _spec(job: TrainingJob) -> PlannedTrainJobSpec:
+    assert isinstance(job.spec, PlannedTrainJobSpec)  # reason: this kind's job model guarantees it
+    return job.spec
+
+
+def _policy(job: TrainingJob) -> MLPolicy:
+    return builtin_policies()[_spec(job).ml_policy]
+
+
 def _policy_env(ctx: ClusterContext, rtype: str, index: int) -> list[dict[str, Any]]:
-    spec = ctx.job.spec
-    assert isinstance(spec, PlannedTrainJobSpec)  # reason: this kind's job model guarantees it
-    return builtin_policies()[spec.ml_policy].env(ctx, index, spec.num_proc_per_node)
+    if rtype != NODE:
+        return []  # a launcher's env is the launcher pattern's (see _decorate)
+    spec = _spec(ctx.job)
+    return _policy(ctx.job).env(ctx, index, spec.num_proc_per_node)
 
 
 def _is_master(replicas: Mapping[str, int], rtype: str, index: int) -> bool:
-    return index == 0
+    return rtype == LAUNCHER if LAUNCHER in replicas else index == 0
 
 
 def _status(
     job: TrainingJob, counts: Mapping[str, ReplicaCounts], worker0_succeeded: bool
-) -> Verdict:
+) -> Verdict | Sequence[Verdict]:
+    layout = _policy(job).launcher
+    if layout is not None:
+        return launcher_status(layout, job, counts)  # the launcher's success is the job's
     # A JobSet's default success policy: every node has succeeded.
     return worker_style_status(job, counts, leader=NODE, name=job.key)
 
@@ -64,20 +86,38 @@ def _validate(job: TrainingJob) -> list[Problem]:
     return [Problem("spec.mlPolicy", f"expected one of {', '.join(known)}, got {policy!r}")]
 
 
-def _sdk_labels(ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]) -> None:
-    """The labels a JobSet's pod carries that the Kubeflow SDK lists and reads pods by."""
+def _decorate(ctx: ClusterContext, rtype: str, index: int, pod: dict[str, Any]) -> None:
+    """The SDK's labels; for a launcher policy, the launcher pattern's pod changes."""
+    launcher = LAUNCHER in ctx.replicas
     labels = pod["metadata"].setdefault("labels", {})
-    labels.update(sdk_labels(ctx.job.name, index))
+    labels.update(sdk_labels(ctx.job.name, index, rtype, trainer=rtype == LAUNCHER or not launcher))
+    layout = _policy(ctx.job).launcher
+    if layout is not None:
+        decorate_launcher_pod(layout, ctx, rtype, index, pod)
 
 
-def sdk_labels(job_name: str, index: int) -> dict[str, str]:
-    return {
+def sdk_labels(
+    job_name: str, index: int, rtype: str = NODE, *, trainer: bool = True
+) -> dict[str, str]:
+    """The labels a JobSet's pod carries that the Kubeflow SDK lists and reads pods by; the
+    trainer step (the nodes, or the launcher where there is one) also carries the ancestor's."""
+    labels = {
         JOBSET_NAME_LABEL: job_name,
-        REPLICATED_JOB_LABEL: v2.NODE,
+        REPLICATED_JOB_LABEL: v2.LAUNCHER if rtype == LAUNCHER else v2.NODE,
         JOB_INDEX_LABEL: "0",
         COMPLETION_INDEX_LABEL: str(index),
-        v2.ANCESTOR_LABEL: v2.TRAINER_STEP,
     }
+    return labels | ({v2.ANCESTOR_LABEL: v2.TRAINER_STEP} if trainer else {})
+
+
+def _objects(ctx: ClusterContext, running: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+    layout = _policy(ctx.job).launcher
+    return [] if layout is None else launcher_objects(layout, ctx, running)
+
+
+def _start_after(ctx: ClusterContext) -> Mapping[str, str]:
+    layout = _policy(ctx.job).launcher
+    return {} if layout is None else launcher_start_after(layout, ctx)
 
 
 KIND = Kind(
@@ -85,7 +125,7 @@ KIND = Kind(
     plural="trainjobs",
     job_model=PlannedTrainJob,
     replica_field="replicaSpecs",
-    replica_types=(NODE,),
+    replica_types=(LAUNCHER, NODE),  # a launcher only where the ML policy has one (mpi)
     default_container=v2.NODE,
     port_name=PORT_NAME,
     default_port=29500,
@@ -96,6 +136,8 @@ KIND = Kind(
     is_master_role=_is_master,
     status=_status,
     validate=_validate,
-    decorate_pod=_sdk_labels,
-    primary_types=(NODE,),
+    decorate_pod=_decorate,
+    objects=_objects,
+    start_after=_start_after,
+    primary_types=(LAUNCHER, NODE),  # mpirun forwards every rank's output to the launcher
 )

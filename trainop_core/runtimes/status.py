@@ -7,10 +7,12 @@ internal. Pure.
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainop_core.api import trainjob as v2
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import ConditionType, JobCondition, JobStatus
-from trainop_core.runtimes.policies.base import NODE
+from trainop_core.runtimes.policies.base import LAUNCHER, NODE
 
 COMPLETE = "Complete"
 FAILED = "Failed"
@@ -25,7 +27,13 @@ def trainjob_status(job: TrainingJob) -> v2.TrainJobStatus:
 def status_from(planned: JobStatus | None) -> v2.TrainJobStatus:
     """Trainer's status for the planner's status of a TrainJob."""
     conditions = _conditions(planned)
-    return v2.TrainJobStatus(conditions=conditions, jobs_status=[_jobs_status(planned, conditions)])
+    steps = [(LAUNCHER, v2.LAUNCHER)] if LAUNCHER in _replica_statuses(planned) else []
+    jobs = [_jobs_status(planned, conditions, r, n) for r, n in [*steps, (NODE, v2.NODE)]]
+    return v2.TrainJobStatus(conditions=conditions, jobs_status=jobs)
+
+
+def _replica_statuses(planned: JobStatus | None) -> dict[str, Any]:
+    return dict(planned.replica_statuses) if planned and planned.replica_statuses else {}
 
 
 def trainjob_state(job: TrainingJob) -> str:
@@ -68,13 +76,16 @@ def _translate(condition: JobCondition) -> v2.Condition | None:
     return None
 
 
-def _jobs_status(planned: JobStatus | None, translated: list[v2.Condition]) -> v2.ChildJobStatus:
-    """The trainer step is one child Job (its pods are the nodes), counted as JobSet counts."""
-    counts = (planned.replica_statuses if planned else {}).get(NODE)
+def _jobs_status(
+    planned: JobStatus | None, translated: list[v2.Condition], rtype: str, name: str
+) -> v2.ChildJobStatus:
+    """Each step (the nodes; an mpi job's launcher too) is one child Job, counted as JobSet
+    counts it."""
+    counts = _replica_statuses(planned).get(rtype)
     state = _state(planned, translated)
     active = bool(counts and counts.active) and state not in (COMPLETE, FAILED)
     return v2.ChildJobStatus(
-        name=v2.NODE,
+        name=name,
         ready=int(active),
         active=int(active),
         succeeded=int(state == COMPLETE),

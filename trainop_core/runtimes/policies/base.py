@@ -1,4 +1,5 @@
-"""What an ML policy is: a name, the port node 0 serves its peers on, and the env contract.
+"""What an ML policy is: a name, the port node 0 serves its peers on, and the env contract;
+a policy whose program starts from a launcher (mpi) also names the launcher pattern's layout.
 
 Adding a framework is one module building an `MLPolicy` plus one line in `policies.table`, as
 adding a v1 kind is. A policy holds no planning logic: the planner runs every TrainJob alike.
@@ -11,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainop_core.kinds.base import ClusterContext
+from trainop_core.kinds.mpi import Layout
 
 NODE = "Node"  # the trainer step as a replica type (pods and replica ids read node-<i>)
+LAUNCHER = "Launcher"  # a launcher policy's launcher (MPIJob's replica type of the same name)
 
 # (context, node index, processes per node: a count or "auto") -> env entries; pure.
 NodeEnv = Callable[[ClusterContext, int, int | str], list[dict[str, Any]]]
@@ -24,9 +27,12 @@ def no_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[str, 
 
 @dataclass(frozen=True)
 class MLPolicy:
-    name: str  # the runtime's mlPolicy source: torch, xgboost, jax; "plain" when none is set
+    name: str  # the runtime's mlPolicy source: torch, xgboost, jax, mpi; "plain" when none
     port: int  # where node 0 listens for its peers (rendezvous, tracker, coordinator)
     env: NodeEnv = no_env
+    # Set when one launcher pod runs the program and starts its processes in the nodes (mpi):
+    # MPIJob's launcher pattern (`kinds.mpi`) with the nodes as its hosts.
+    launcher: Layout | None = None
 
 
 def nodes(ctx: ClusterContext) -> int:
