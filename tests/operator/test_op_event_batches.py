@@ -1,4 +1,4 @@
-"""One Event for the children a reconcile wrote together, saying what upstream's per-child ones say."""
+"""One Event for the children one reconcile wrote, with what upstream says per child."""
 
 from __future__ import annotations
 

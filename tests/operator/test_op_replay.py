@@ -84,8 +84,10 @@ def test_pod_creates_whose_answers_are_lost_are_looked_up_and_the_job_runs(
     assert {name: n for name, n in cluster.pod_adds.items() if n > 1} == {}
     assert op.manager.metrics.reconcile_errors.value(controller="pytorchjob-controller") == 0
     wait_for(
-        lambda: sorted(_named(cluster.events("lost"), "SuccessfulCreatePod"))
-        == ["lost-master-0", "lost-worker-0", "lost-worker-1"],
+        lambda: (
+            sorted(_named(cluster.events("lost"), "SuccessfulCreatePod"))
+            == ["lost-master-0", "lost-worker-0", "lost-worker-1"]
+        ),
         what="SuccessfulCreatePod events naming each pod once",
     )
     assert [e for e in cluster.events("lost") if e.reason.startswith("FailedCreate")] == []
