@@ -117,21 +117,26 @@ def test_the_kubeflow_sdk_trains_on_mpi_distributed_and_reads_the_launcher_s_log
 
     cluster = trainer_cluster
     run_operator(enable_schemes=("TrainJob",)).wait_started()
-    cluster.rule("*", run_seconds=0.5, log="rank=0 loss=0.25\n")
+    cluster.rule("*", run_seconds=None)  # the nodes host ranks until the launcher ends
+    cluster.rule("*-launcher", run_seconds=2.0, log="rank=0 loss=0.25\n")
     config = KubernetesBackendConfig(
         namespace=cluster.namespace, config_file=str(cluster.kubeconfig)
     )
     sdk = TrainerClient(backend_config=config)
     runtime = sdk.get_runtime("mpi-distributed")
     name = sdk.train(runtime=runtime, trainer=CustomTrainer(func=train, num_nodes=2))
-    job = sdk.wait_for_job_status(name, timeout=90, polling_interval=1)
-    assert job.status == "Complete"
-    steps = {step.name: step.pod_name for step in job.steps}
-    assert steps == {
+    expected = {
         "node-0": f"{name}-launcher",
         "node-1": f"{name}-node-0",
         "node-2": f"{name}-node-1",
     }
+    wait_for(
+        lambda: {step.name: step.pod_name for step in sdk.get_job(name).steps} == expected,
+        60,
+        "the SDK sees the launcher as node-0 and the nodes as node-1..",
+    )
+    job = sdk.wait_for_job_status(name, timeout=90, polling_interval=1)
+    assert job.status == "Complete"
     launcher = cluster.core.read_namespaced_pod(f"{name}-launcher", cluster.namespace)
     (main,) = launcher.spec.containers
     assert main.command[:3] == ["mpirun", "--hostfile", "/etc/mpi/hostfile"]
