@@ -26,7 +26,9 @@ def register(subparsers: Any) -> None:
         "submit",
         help="start a job and return at once",
         description=(
-            "Validate FILE (one job of any kind: TFJob, MPIJob, ...) and start it. Returns as "
+            "Validate FILE (one job of any kind: TFJob, MPIJob, ..., or a Kubeflow Trainer v2 "
+            "TrainJob, checked with its runtime: on --backend kubernetes the cluster's) and "
+            "start it. Returns as "
             "soon as the job exists; follow it with `trainop get`, `trainop logs -f`. Exit codes: "
             "0 created, 2 invalid file or name taken (nothing was started)."
         ),
@@ -36,8 +38,8 @@ def register(subparsers: Any) -> None:
         "--queue",
         metavar="NAME",
         help="set the label kueue.x-k8s.io/queue-name: NAME (replacing the file's): the job "
-        "waits in queue NAME (locally: `trainop queue`; on Kubernetes: Kueue's LocalQueue NAME) "
-        "until it has room for the job's requests",
+        "waits in queue NAME (locally: `trainop queue`; on Kubernetes: Kueue's LocalQueue NAME, "
+        "for a TrainJob too) until it has room for the job's requests",
     )
     add_backend_options(parser, namespace_help="create the job in this namespace", decorators=True)
     parser.set_defaults(func=run)
