@@ -5,7 +5,6 @@ the pods), waited for, listed, followed and deleted by the client through the fa
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from trainop_core.cli.main import main
 from trainop_core.client import TrainingClient, failure_message, is_succeeded, job_state
 from trainop_core.errors import InvalidJobError, NotFoundError
 from trainop_core.operator.manager import Manager
-from trainop_core.runtimes.crds import trainer_crds
 from trainop_core.runtimes.status import trainjob_state
 from trainop_core.testing.faultproxy import FaultProxy
 from trainop_core.testing.kubelet import Rule
@@ -32,10 +30,7 @@ TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
 @pytest.fixture
 def trainer(k8s: K8s) -> K8s:
     """Trainer v2's CRDs and the default ClusterTrainingRuntimes as trainop ships them."""
-    k8s.control_plane.install_crds(trainer_crds())
-    for path in sorted(RUNTIMES_DIR.glob("*.yaml")):
-        with contextlib.suppress(RestError):  # 409: an earlier test installed it (cluster-wide)
-            k8s.rest.create(f"{TRAINER}/clustertrainingruntimes", yaml.safe_load(path.read_text()))
+    k8s.install_trainer()
     return k8s
 
 
@@ -201,3 +196,21 @@ def test_trainop_submit_with_a_queue_labels_the_trainjob_as_kueue_reads_it_and_g
     assert header.split() == ["NAME", "KIND", "STATE", "AGE", "REPLICAS"]
     name, kind, state, _, replicas = row.split(maxsplit=4)
     assert (name, kind, state, replicas) == ("tj", "TrainJob", "Created", "node 0/2")
+
+
+def test_trainop_run_follows_a_trainjob_on_the_cluster_to_complete_and_removes_it(
+    trainer: K8s, operator: Manager, kubeconfig: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    trainer.kubelet.rules[:] = [Rule(run_seconds=0.3, log="loss=0.5\n")]
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    path = tmp_path / "tj.yaml"
+    path.write_text(yaml.safe_dump(trainjob("tj", trainer={"numNodes": 2})))
+    assert main(["run", str(path), "--backend", "kubernetes", "--rm", "--timeout", "60"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(line for line in out if "loss" in line) == [
+        "node-0 | loss=0.5",
+        "node-1 | loss=0.5",
+    ]
+    listed = trainer.rest.get(f"{TRAINER}/namespaces/{trainer.namespace}/trainjobs")
+    assert listed["items"] == []  # --rm
