@@ -23,11 +23,12 @@ from flytekit.extend.backend.base_connector import AsyncConnectorExecutorMixin
 
 from trainop_core.replicas import launched_rank
 from trainop_flyte import compat
+from trainop_flyte.cluster_trainjob import TRAINJOB_KEY
 from trainop_flyte.config import TrainingJob
 from trainop_flyte.connector import TASK_TYPE, TASK_TYPE_VERSION
 from trainop_flyte.replicas import REPLICA_INDEX_ENV, REPLICA_TYPE_ENV, primary_replica_id
 from trainop_flyte.spec import Container, build_job, job_manifest, kind_of
-from trainop_flyte.trainjob import TrainJob, plan, planned_job_manifest
+from trainop_flyte.trainjob import TrainJob, plan, planned_job_manifest, trainjob_manifest
 from trainop_flyte.trainjob import launched_rank as trainjob_rank
 
 _VALIDATION_CONTAINER = Container(image="flyte-task-image", command=["pyflyte-execute"])
@@ -68,8 +69,11 @@ class TrainingJobFunctionTask(
     def native_custom(self, settings: SerializationSettings) -> dict[str, Any]:
         """The connector's custom: the job manifest, every replica on the task's image."""
         container = Container(image=self.get_image(settings))
-        if isinstance(self.task_config, TrainJob):
-            return {"job": planned_job_manifest(self.task_config, container, name="")}
+        if isinstance(self.task_config, TrainJob):  # the planned job, and the TrainJob itself
+            return {
+                "job": planned_job_manifest(self.task_config, container, name=""),
+                TRAINJOB_KEY: trainjob_manifest(self.task_config, container, name=""),
+            }
         return {"job": job_manifest(self.task_config, container, name="")}
 
     def execute(self, **kwargs: Any) -> Any:
