@@ -128,6 +128,11 @@ def test_a_namespaced_training_runtime_is_found_in_the_trainjobs_namespace(
     created = client.create(trainjob("tj", runtimeRef=ref, trainer={"numNodes": 3}))
     assert [s.replicas for s in created.spec.replica_specs.values()] == [3]
     assert is_succeeded(client.wait("tj", timeout=60))
+    # The runtime deleted since: the job is still read, its nodes from its own spec.
+    trainer.rest.delete(f"{TRAINER}/namespaces/{trainer.namespace}/trainingruntimes/team-torch")
+    read = client.get("tj")
+    assert [s.replicas for s in read.spec.replica_specs.values()] == [3]
+    assert trainjob_state(read) == "Complete"
 
 
 def test_an_invalid_trainjob_is_refused_before_any_request(

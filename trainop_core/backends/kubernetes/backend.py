@@ -28,6 +28,7 @@ from trainop_core.backends.kubernetes.logs import follow_logs, read_logs
 from trainop_core.backends.kubernetes.pods import Pods
 from trainop_core.backends.kubernetes.queue import KueueWorkloads
 from trainop_core.backends.kubernetes.trainjobs import (
+    SERVER_FIELDS,
     TRAINJOB_KIND,
     ClusterRuntimes,
     is_trainjob,
@@ -47,7 +48,6 @@ from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.runtimes.catalog import RuntimeCatalog
 
 PROPAGATIONS = ("Foreground", "Background")
-SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 
 
 # A TrainJob already planned with runtimes found elsewhere: the cluster's runtimes decide.

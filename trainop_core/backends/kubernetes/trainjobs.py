@@ -30,6 +30,7 @@ from trainop_core.runtimes.status import status_from
 
 log = logging.getLogger(__name__)
 TRAINJOB_KIND = KIND
+# What the server sets on an object, stripped from what is POSTed.
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 RUNTIME_PLURALS = {
     v2.CLUSTER_TRAINING_RUNTIME: "clustertrainingruntimes",
