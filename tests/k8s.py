@@ -39,6 +39,7 @@ from trainop_core.testing.faultproxy import FaultProxy
 from trainop_core.testing.kubelet import Kubelet
 from trainop_core.testing.rest import Rest, RestError
 
+TRAINER_RUNTIMES = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
 #: gang scheduler name -> the (group, version) of its PodGroup CRD
 PODGROUP_APIS = {
     "volcano": ("scheduling.volcano.sh", "v1beta1"),
@@ -110,6 +111,22 @@ class K8s:
                 yield manager
         finally:
             client.close()
+
+    def install_trainer(self) -> None:
+        """Trainer v2's CRDs and the default ClusterTrainingRuntimes as trainop ships them
+        (cluster-wide: a runtime an earlier test installed is kept)."""
+        import yaml
+
+        from trainop_core.runtimes.crds import trainer_crds
+
+        self.control_plane.install_crds(trainer_crds())
+        runtimes = Path(__file__).resolve().parents[1] / "operator" / "trainer" / "runtimes"
+        for path in sorted(runtimes.glob("*.yaml")):
+            try:
+                self.rest.create(TRAINER_RUNTIMES, yaml.safe_load(path.read_text()))
+            except RestError as err:
+                if err.status != 409:
+                    raise
 
     def job_path(self, plural: str, name: str = "") -> str:
         from trainop_core.api.job import GROUP, VERSION

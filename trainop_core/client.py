@@ -27,6 +27,7 @@ from trainop_core.backends.base import (
     LogLine,
     QueueInspector,
     Recoverable,
+    TrainJobStore,
     Waiter,
 )
 from trainop_core.errors import DamagedJobError, InvalidJobError, JobTimeoutError, Problem
@@ -35,7 +36,12 @@ from trainop_core.planner.conditions import is_finished as status_finished
 from trainop_core.planner.conditions import is_true
 from trainop_core.replicas import primary_replica as primary_of
 from trainop_core.replicas import replica_id
-from trainop_core.runtimes.prepare import RuntimeSource, prepare_trainjob, v2_document
+from trainop_core.runtimes.prepare import (
+    RuntimeSource,
+    check_trainjob,
+    prepare_trainjob,
+    v2_document,
+)
 
 JobSource = TrainingJob | str | Path | Mapping[str, Any]
 
@@ -59,6 +65,7 @@ class TrainingClient:
         self._waiter = backend if isinstance(backend, Waiter) else None
         self._followable = backend if isinstance(backend, Followable) else None
         self._queues = backend if isinstance(backend, QueueInspector) else None
+        self._trainjobs = backend if isinstance(backend, TrainJobStore) else None
 
     @property
     def default_namespace(self) -> str:
@@ -92,14 +99,47 @@ class TrainingClient:
         (the backend is then told none was chosen: the Ray backend then ships no directory).
         A Kubeflow Trainer v2 TrainJob runs with its runtime found in `runtimes` (a directory
         of runtime YAML files, searched before the defaults trainop ships; default
-        $TRAINOP_RUNTIMES) and is stored, listed and followed as kind TrainJob.
+        $TRAINOP_RUNTIMES) and is stored, listed and followed as kind TrainJob. On a backend
+        that stores TrainJobs as such (kubernetes) its runtime must be one that backend holds
+        (`runtimes` must then be None), and it is stored as written.
         """
+        stored = self._create_trainjob(job, namespace, runtimes)
+        if stored is not None:
+            return stored
         kind, prepared, origin = prepare_source(job, namespace, runtimes)
         for warning in admission_warnings(prepared, kind):
             warnings.warn(AdmissionWarning(str(warning)), stacklevel=2)
         chosen = workdir is not None or _as_path(job) is not None
         where = (Path(workdir).resolve() if workdir is not None else origin) if chosen else None
         return self.backend.create(prepared, kind, workdir=where)
+
+    def _create_trainjob(
+        self, source: JobSource, namespace: str | None, runtimes: RuntimeSource
+    ) -> TrainingJob | None:
+        """A TrainJob on a TrainJobStore backend: checked (before any request where it is
+        invalid in itself), its runtime found among the backend's, then stored as written.
+        None if `source` is not a TrainJob or the backend plans TrainJobs like any job."""
+        if self._trainjobs is None or isinstance(source, TrainingJob):
+            return None
+        path = _as_path(source)
+        doc = _trainjob_document(path if path is not None else source)
+        if doc is None:
+            return None
+        if runtimes is not None:
+            message = (
+                f"the {self.backend.name} backend runs a TrainJob with the runtimes it holds: "
+                "apply the runtimes there instead"
+            )
+            raise InvalidJobError([Problem("runtimes", message)], source=doc.source)
+        check_trainjob(doc)
+        meta = doc.data.get("metadata") or {}
+        where = namespace or meta.get("namespace") or self.default_namespace
+        kind, planned = prepare_trainjob(doc, self._trainjobs.runtime_catalog(where), where)
+        if namespace is not None:
+            _set_namespace(planned, namespace, doc.source)
+        for warning in admission_warnings(planned, kind):
+            warnings.warn(AdmissionWarning(str(warning)), stacklevel=3)
+        return self._trainjobs.create_trainjob(doc.data, planned)
 
     def get(self, name: str, namespace: str | None = None) -> TrainingJob:
         """The job with its current status; NotFoundError if there is none."""

@@ -481,18 +481,28 @@ def test_trainop_validate_checks_a_trainjob_with_its_runtime_and_a_runtime_alone
     )
 
 
-def test_the_kubernetes_client_backend_refuses_a_trainjob_before_any_request() -> None:
+def test_the_kubernetes_client_backend_refuses_a_bad_or_planned_trainjob_before_any_request() -> (
+    None
+):
+    """A TrainJob is stored as written there (tests/kubernetes_backend); one that is invalid in
+    itself, or already planned with runtimes found elsewhere, is refused without a request."""
     pytest.importorskip("kubernetes")
     from kubernetes import client as k8s_client
 
     from trainop_core.backends.kubernetes.backend import KubernetesBackend
-    from trainop_core.client import TrainingClient
+    from trainop_core.client import TrainingClient, prepare_source
+    from trainop_core.runtimes.kind import PlannedTrainJob
+    from trainop_core.runtimes.prepare import planned_manifest
 
     # No server listens there: the refusal must come before any request is made.
     api = k8s_client.ApiClient(k8s_client.Configuration(host="http://127.0.0.1:9"))
-    backend = KubernetesBackend(api_client=api, namespace="team")
-    with pytest.raises(InvalidJobError, match="kubectl or the Kubeflow SDK"):
-        TrainingClient(backend).create(trainjob())
+    client = TrainingClient(KubernetesBackend(api_client=api, namespace="team"))
+    with pytest.raises(InvalidJobError, match=r"TrainJob/tj: spec\.trainer\.numNodes"):
+        client.create(trainjob(trainer={"numNodes": 0}))
+    _, planned, _ = prepare_source(trainjob())
+    assert isinstance(planned, PlannedTrainJob)
+    with pytest.raises(InvalidJobError, match="pass the TrainJob itself"):
+        client.create(planned_manifest(planned))  # what Flyte's connector carries
 
 
 @pytest.mark.parametrize(

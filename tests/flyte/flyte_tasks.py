@@ -19,6 +19,7 @@ from trainop_flyte import (
     RestartPolicy,
     RunPolicy,
     TensorFlow,
+    TrainJob,
     XGBoost,
 )
 
@@ -226,3 +227,30 @@ def with_pod_template() -> str:
 def tf_worker_zero() -> str:
     """No chief: worker 0 is the primary, and only its index tells it apart from worker 1."""
     return os.environ.get("TF_CONFIG", "")
+
+
+@task(task_config=TrainJob(runtime="torch-distributed", num_nodes=2, env={"STEPS": "3"}))
+def trainjob_ddp(lr: float) -> dict[str, float]:
+    """DDP (gloo) over the TrainJob's 2 nodes under torchrun: each rank trains on its own data,
+    DDP averages the gradients, so every rank ends with the same weights; rank 0 reports them."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)  # the same initial weights everywhere
+    model = DistributedDataParallel(torch.nn.Linear(1, 1, bias=False))
+    optimiser = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(int(os.environ["STEPS"])):
+        optimiser.zero_grad()
+        x = torch.full((4, 1), float(rank + 1))  # rank-specific data
+        model(x).pow(2).mean().backward()
+        optimiser.step()
+    weight = model.module.weight.detach().clone()
+    gathered = [torch.zeros_like(weight) for _ in range(world)]
+    dist.all_gather(gathered, weight)
+    dist.destroy_process_group()
+    spread = max(float((g - weight).abs().max()) for g in gathered)
+    return {"world": float(world), "rank": float(rank), "weight": float(weight.item()),
+            "spread": spread, "nnodes": float(os.environ["PET_NNODES"])}  # fmt: skip

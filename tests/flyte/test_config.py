@@ -11,7 +11,9 @@ import trainop_flyte
 from flytekit import Resources, task
 from trainop_flyte import MPI, MXNet, Paddle, PyTorch, Replica, TensorFlow, TrainingJob, XGBoost
 from trainop_flyte.compat import CompatError
+from trainop_flyte.replicas import run_container
 from trainop_flyte.spec import Container, build_job, job_manifest
+from trainop_flyte.trainjob import TrainJob, plan, planned_job_manifest, trainjob_manifest
 
 from trainop_core.api.types import CleanPodPolicy, RestartPolicy, RunPolicy
 from trainop_core.errors import InvalidJobError
@@ -108,6 +110,75 @@ def test_the_manifest_leaves_namespace_to_flyte_unless_the_config_sets_one() -> 
     assert pinned["metadata"]["namespace"] == "training"
 
 
+def test_a_trainjob_config_is_a_trainjob_naming_its_runtime_and_what_the_author_chose() -> None:
+    config = TrainJob(
+        runtime="torch-distributed",
+        num_nodes=2,
+        num_proc_per_node=2,
+        requests=Resources(cpu="1", mem="1Gi"),
+        env={"STEPS": "3"},
+    )
+    manifest = trainjob_manifest(config, CONTAINER, name="t")
+    assert manifest["apiVersion"] == "trainer.kubeflow.org/v1alpha1"
+    assert manifest["spec"] == {
+        "runtimeRef": {"name": "torch-distributed"},
+        "trainer": {
+            "image": "img:1",
+            "command": ["python"],
+            "args": ["train.py"],
+            "env": [{"name": "STEPS", "value": "3"}],
+            "numNodes": 2,
+            "numProcPerNode": 2,
+            "resourcesPerNode": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        },
+    }
+    planned = plan(config, CONTAINER)
+    assert (planned.kind, planned.spec.ml_policy, planned.spec.num_proc_per_node) == (
+        "TrainJob",
+        "torch",
+        2,
+    )
+    assert [spec.replicas for spec in planned.spec.replica_specs.values()] == [2]
+
+
+@pytest.mark.parametrize(
+    ("config", "path"),
+    [
+        (TrainJob(num_nodes=0), "spec.trainer.numNodes"),
+        (TrainJob(runtime="no-such-runtime"), "spec.runtimeRef.name"),
+    ],
+    ids=["no nodes", "a runtime trainop does not find"],
+)
+def test_a_bad_trainjob_config_fails_when_the_task_is_defined_naming_the_field(
+    config: TrainJob, path: str
+) -> None:
+    with pytest.raises(InvalidJobError) as refused:
+
+        @task(task_config=config)
+        def train() -> None: ...
+
+    assert path in {problem.path for problem in refused.value.problems}
+
+
+@pytest.mark.parametrize(
+    ("runtime", "program"),
+    [
+        ("torch-distributed", ["torchrun", "--no-python", "pyflyte-execute", "--x"]),
+        ("xgboost-distributed", ["pyflyte-execute", "--x"]),
+    ],
+    ids=["torch runs the function under torchrun", "xgboost runs it as it is"],
+)
+def test_a_trainjob_policys_launcher_starts_the_function_on_each_node(
+    runtime: str, program: list[str]
+) -> None:
+    manifest = planned_job_manifest(TrainJob(runtime=runtime), CONTAINER, name="")
+    assert manifest["metadata"]["name"] == ""  # the connector names each attempt's job
+    run_container(manifest, Container(image="img:2", args=["pyflyte-execute", "--x"]))
+    (spec,) = manifest["spec"]["replicaSpecs"].values()
+    (node,) = spec["template"]["spec"]["containers"]
+    assert [*node["command"], *node["args"]] == program
+
+
 def test_the_public_api_is_listed_once() -> None:
     assert sorted(trainop_flyte.__all__) == [
         "CleanPodPolicy",
@@ -119,6 +190,7 @@ def test_the_public_api_is_listed_once() -> None:
         "RestartPolicy",
         "RunPolicy",
         "TensorFlow",
+        "TrainJob",
         "TrainingJob",
         "TrainingJobCommandTask",
         "TrainingJobConnector",

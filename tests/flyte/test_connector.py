@@ -182,3 +182,97 @@ def test_a_task_with_a_pod_template_and_a_timeout_translates_both() -> None:
     assert worker["image"] == "ghcr.io/x/y:1"
     assert manifest["metadata"]["namespace"] == "default"
     assert manifest["spec"]["runPolicy"]["activeDeadlineSeconds"] == 300  # the task's timeout
+
+
+@pytest.fixture
+def trainjob_server(k8s: K8s) -> Iterator[K8s]:
+    """The namespace with Trainer's CRDs and runtimes, the operator running TrainJobs."""
+    k8s.install_trainer()
+    with k8s.operator(enable_schemes=("TrainJob",)):
+        yield k8s
+
+
+def stored_trainjob(server: K8s, name: str) -> dict[str, Any]:
+    path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{server.namespace}/trainjobs/{name}"
+    found: dict[str, Any] = server.rest.get(path)
+    return found
+
+
+def test_a_trainjob_task_is_created_as_a_trainjob_on_the_cluster_and_followed_to_success(
+    trainjob_server: K8s,
+) -> None:
+    """On a backend that stores TrainJobs, the task's TrainJob itself is created (checked
+    against the cluster's runtimes): the task's program under torchrun, Flyte's env, labels and
+    service account where a TrainJob's author would put them."""
+    server = trainjob_server
+    server.kubelet.rules[:] = [Rule(run_seconds=0.3)]
+    kubeconfig = str(server.kubeconfig)
+    connector = TrainingJobConnector(
+        lambda: TrainingClient(backend="kubernetes", kubeconfig=kubeconfig),
+        log_link="https://logs.example/{namespace}/{name}/{replica}",
+    )
+    template = propeller_template(flyte_tasks.trainjob_ddp)
+    meta = connector.create(template, OUTPUT_PREFIX, None, execution_metadata(server.namespace))
+
+    assert meta.kind == "TrainJob"
+    job = stored_trainjob(server, meta.name)
+    assert job["metadata"]["labels"]["execution-id"] == "abc123"
+    spec = job["spec"]
+    assert spec["runtimeRef"] == {"name": "torch-distributed"}
+    trainer = spec["trainer"]
+    assert (trainer["numNodes"], trainer["image"]) == (2, "ghcr.io/x/y:1")
+    assert trainer["command"] == ["torchrun"]
+    assert trainer["args"][:2] == ["--no-python", "pyflyte-execute"]
+    assert f"{OUTPUT_PREFIX}/inputs.pb" in trainer["args"]
+    env = env_of(trainer)
+    assert env["STEPS"] == "3" and env["FLYTE_INTERNAL_EXECUTION_ID"] == "abc123"
+    assert env["TRAINOP_REPLICA_TYPE"] == "Node" and "fieldRef" in env["TRAINOP_REPLICA_INDEX"]
+    (patch,) = spec["runtimePatches"]
+    (step,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert patch["manager"] == "trainop.dev/flyte"
+    assert step["template"]["spec"]["template"]["spec"] == {"serviceAccountName": "flyte-runner"}
+    resource = poll(connector, meta)
+    assert resource.phase == TaskExecution.SUCCEEDED
+    links = sorted(link.name for link in resource.log_links)
+    assert links == [f"{meta.name} node-0", f"{meta.name} node-1"]
+    pods = server.rest.get(f"/api/v1/namespaces/{server.namespace}/pods")["items"]
+    assert {p["spec"]["serviceAccountName"] for p in pods} == {"flyte-runner"}
+    assert {p["metadata"]["labels"]["execution-id"] for p in pods} == {"abc123"}
+
+
+def test_a_trainjob_command_task_is_created_as_written_with_its_inputs_filled_in(
+    trainjob_server: K8s,
+) -> None:
+    from flytekit.core.type_engine import TypeEngine
+    from flytekit.models.literals import LiteralMap
+    from trainop_flyte import TrainingJobCommandTask
+
+    server = trainjob_server
+    task = TrainingJobCommandTask(
+        name="tj_command",
+        job={
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "tj"},
+            "spec": {
+                "runtimeRef": {"name": "xgboost-distributed"},
+                "trainer": {"numNodes": 2, "args": ["--rounds", "{{.inputs.rounds}}"]},
+            },
+        },
+        inputs={"rounds": int},
+    )
+    kubeconfig = str(server.kubeconfig)
+    connector = TrainingJobConnector(
+        lambda: TrainingClient(backend="kubernetes", kubeconfig=kubeconfig)
+    )
+    literal = TypeEngine.to_literal(None, 7, int, TypeEngine.to_literal_type(int))  # type: ignore[arg-type]
+    inputs = LiteralMap({"rounds": literal})
+    settings = SerializationSettings(image_config=ImageConfig.from_images("ghcr.io/x/y:1"))
+    template = get_serializable(OrderedDict(), settings, task).template  # no container to render
+    meta = connector.create(template, OUTPUT_PREFIX, inputs, execution_metadata(server.namespace))
+    trainer = stored_trainjob(server, meta.name)["spec"]["trainer"]
+    assert trainer == {
+        "numNodes": 2,
+        "args": ["--rounds", "7"],
+        "env": [{"name": "FLYTE_INTERNAL_EXECUTION_ID", "value": "abc123"}],
+    }

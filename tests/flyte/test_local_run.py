@@ -86,6 +86,28 @@ def test_pytorch_gloo_all_reduce_sums_the_ranks_of_master_and_two_workers() -> N
 
 
 @pytest.mark.slow
+def test_a_trainjob_function_task_trains_with_ddp_on_two_nodes_under_torchrun() -> None:
+    """The torch-distributed runtime's policy: torchrun on each node, from the PET_* contract."""
+    import torch
+
+    report = flyte_tasks.trainjob_ddp(lr=0.1)
+    assert (report["world"], report["rank"], report["nnodes"]) == (2.0, 0.0, 2.0)
+    assert report["spread"] == 0.0  # DDP kept both ranks' weights equal
+    # What DDP computes: each step, the gradient averaged over both ranks' data.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1, bias=False)
+    initial = model.weight.item()
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        optimiser.zero_grad()
+        losses = [model(torch.full((4, 1), float(r + 1))).pow(2).mean() for r in range(2)]
+        (sum(losses) / 2).backward()
+        optimiser.step()
+    assert report["weight"] == pytest.approx(model.weight.item())
+    assert report["weight"] != pytest.approx(initial)
+
+
+@pytest.mark.slow
 def test_xgboost_trains_over_the_collective_of_master_and_workers() -> None:
     result = flyte_tasks.xgb_train(rounds=5)
 

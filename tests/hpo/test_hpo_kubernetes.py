@@ -103,3 +103,34 @@ def test_a_ray_tune_search_runs_its_trials_as_kubernetes_jobs(
         ({"lr": 0.2}, 0.25, "Succeeded"),
     ]
     assert client.list(server.namespace) == [], "every trial's job was deleted"
+
+
+def test_a_trainjob_template_runs_its_trials_as_trainjobs_with_node_0s_metrics(
+    k8s: K8s, tmp_path: Path
+) -> None:
+    k8s.install_trainer()
+    k8s.kubelet.rules[:] = [
+        Rule(pattern="*-node-0", run_seconds=0.3, log=MASTER_LOG),
+        Rule(pattern="*-node-*", run_seconds=0.3, log="loss=99 step=1\n"),
+    ]
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "k8s-quad"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "command": ["python", "train.py", "--lr",
+                                                   "${trialParameters.lr}"]},
+        },
+    }  # fmt: skip
+    kubeconfig = k8s.kubeconfig_here(tmp_path / "kubeconfig")
+    client = TrainingClient(backend="kubernetes", kubeconfig=str(kubeconfig))
+    runner = TrialRunner(trainjob, client)
+    path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{k8s.namespace}/trainjobs/"
+    with k8s.operator(enable_schemes=("TrainJob",)), runner.start({"lr": 0.1}, "t1") as trial:
+        stored = k8s.rest.get(path + runner.job_name("t1"))
+        records = [(r.step, r.values) for r in trial.metrics()]
+        result = trial.result(timeout=60)
+    assert stored["spec"]["trainer"]["command"][-1] == "0.1"
+    assert records == [(1, {"loss": 0.5}), (2, {"loss": 0.25, "accuracy": 0.9})]
+    assert (result.state, result.metrics) == ("Succeeded", {"loss": 0.25, "accuracy": 0.9})

@@ -128,3 +128,53 @@ def test_a_task_config_passes_through_prepare_into_a_valid_job_with_ints_again()
     assert pod["tolerations"][0]["tolerationSeconds"] == 3600
     preferred = pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert type(preferred[0]["weight"]) is int
+
+
+def trainjob(**trainer: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2.0, "command": ["python", "t.py"], **trainer},
+        },
+    }
+
+
+def test_a_trainjob_gets_the_settings_where_its_author_would_put_them_and_every_node_has_them() -> (
+    None
+):
+    """env and resources in spec.trainer; the pod settings as a runtime patch of the trainer step
+    (a TrainJob has no pod template), which every node's pod then carries."""
+    from trainop_core.client import prepare_source
+
+    job = trainjob(env=[{"name": "LOG_LEVEL", "value": "info"}, {"name": "KEEP", "value": "1"}])
+    prepared = prepare_job(job, EVERYTHING)
+
+    trainer = prepared["spec"]["trainer"]
+    assert trainer["numNodes"] == 2 and type(trainer["numNodes"]) is int
+    assert {e["name"]: e["value"] for e in trainer["env"]} == {
+        "LOG_LEVEL": "debug",  # the task's value wins
+        "KEEP": "1",
+        "HF_HOME": "/cache",
+    }
+    assert trainer["resourcesPerNode"] == RESOURCES
+    (patch,) = prepared["spec"]["runtimePatches"]
+    assert patch["manager"] == "trainop.dev/kfp"
+    _, planned, _ = prepare_source(prepared)
+    (spec,) = planned.spec.replica_specs.values()
+    assert spec.replicas == 2
+    pod = spec.template["spec"]
+    assert pod["tolerations"][0]["tolerationSeconds"] == 3600
+    assert pod["nodeSelector"] == NODE_SELECTOR and pod["volumes"] == VOLUMES
+    assert "nodeAffinity" in pod["affinity"]
+    (node,) = pod["containers"]
+    assert node["volumeMounts"] == VOLUME_MOUNTS and node["resources"] == RESOURCES
+    assert {"name": "HF_HOME", "value": "/cache"} in node["env"]
+
+
+def test_a_trainjob_without_settings_passes_through_unchanged_but_for_ints() -> None:
+    prepared = prepare_job(trainjob(), PodSettings())
+    assert prepared == trainjob()  # 2 == 2.0: the type is checked next
+    assert type(prepared["spec"]["trainer"]["numNodes"]) is int

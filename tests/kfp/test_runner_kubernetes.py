@@ -65,3 +65,29 @@ def test_trainop_run_component_runs_the_job_on_the_cluster(cluster: K8s) -> None
     assert jobs_left(cluster) == []  # --rm
     events = cluster.rest.get(f"/api/v1/namespaces/{cluster.namespace}/events")["items"]
     assert "PyTorchJobSucceeded" in {e["reason"] for e in events}
+
+
+def test_run_job_runs_a_trainjob_on_the_cluster_with_node_0_as_the_primary(
+    k8s: K8s, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The TrainJob is stored as such (trainop's operator with --enable-scheme TrainJob runs
+    it); the step's metrics are node 0's, and the job is deleted after."""
+    monkeypatch.setenv("KUBECONFIG", str(k8s.kubeconfig_here(tmp_path / "kubeconfig")))
+    k8s.install_trainer()
+    k8s.kubelet.rules[:] = [
+        Rule("*-node-0", run_seconds=0.3, log="loss=0.25 rank=0\n"),
+        Rule("*", run_seconds=0.3, log="loss=99 rank=1\n"),
+    ]
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2.0}},
+    }
+    echoed: list[str] = []
+    with k8s.operator(enable_schemes=("TrainJob",)):
+        result = run_job(job, backend="kubernetes", timeout_seconds=60, echo=echoed.append)
+        assert (result.state, result.namespace) == ("Succeeded", k8s.namespace)
+        assert result.metrics == {"loss": 0.25, "rank": 0.0}  # node 0's
+        assert "node-0 | loss=0.25 rank=0" in echoed
+        assert jobs_left(k8s) == []

@@ -12,10 +12,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from trainop_core.api.job import TrainingJob
 from trainop_core.kinds.base import Kind
+
+if TYPE_CHECKING:
+    from trainop_core.runtimes.catalog import RuntimeCatalog
 
 
 @dataclass(frozen=True)
@@ -126,4 +129,20 @@ class QueueInspector(Protocol):
     def queue_reasons(self, jobs: Sequence[TrainingJob]) -> dict[str, str]:
         """Why each of `jobs` that waits in a queue (Kueue, on Kubernetes) has not been admitted,
         by job uid, in the queue's own words; jobs that do not wait are left out. Read-only I/O."""
+        ...
+
+
+@runtime_checkable
+class TrainJobStore(Protocol):
+    """A backend that stores Kubeflow Trainer v2 TrainJobs as such (kubernetes), rather than the
+    planned job (local, ray): the client checks a TrainJob against the backend's runtimes."""
+
+    def runtime_catalog(self, namespace: str) -> RuntimeCatalog:
+        """The training runtimes a TrainJob in `namespace` may name there. Read-only I/O."""
+        ...
+
+    def create_trainjob(self, trainjob: dict[str, Any], planned: TrainingJob) -> TrainingJob:
+        """Store `trainjob` (its wire form, already checked: `planned` is what its runtime makes
+        of it, in `planned`'s namespace) as written, and return it as read back. Not idempotent:
+        AlreadyExistsError if the name is taken. Does I/O."""
         ...

@@ -33,7 +33,8 @@ def add_runtimes_option(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="for a Kubeflow Trainer v2 TrainJob: a directory of TrainingRuntime / "
         "ClusterTrainingRuntime YAML files, searched before the defaults trainop ships "
-        "(`trainop runtimes` lists them); default $TRAINOP_RUNTIMES",
+        "(`trainop runtimes` lists them); default $TRAINOP_RUNTIMES. Neither is used with "
+        "--backend kubernetes: there the TrainJob names a runtime the cluster holds",
     )
 
 
@@ -44,7 +45,8 @@ def add_backend_options(
         "--backend",
         default="local",
         help="where jobs run: local (default; replicas are processes on this machine), "
-        "kubernetes (the cluster of your kubeconfig), ray (a Ray cluster: see --ray-address)",
+        "kubernetes (the cluster of your kubeconfig; a TrainJob is stored as such, for an "
+        "operator run with --enable-scheme TrainJob), ray (a Ray cluster: see --ray-address)",
     )
     parser.add_argument(
         "--ray-address",

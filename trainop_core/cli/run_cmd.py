@@ -54,7 +54,8 @@ def register(subparsers: Any) -> None:
         help="run a job and follow it to the end",
         description=(
             "Validate FILE (one job of any kind: TFJob, MPIJob, ..., or a Kubeflow Trainer v2 "
-            "TrainJob, run with its runtime from --runtimes or the defaults), start it, stream "
+            "TrainJob, run with its runtime from --runtimes or the defaults, or on --backend "
+            "kubernetes the cluster's), start it, stream "
             "every replica's output prefixed `master-0 | ...` on stdout and its progress on stderr "
             "(a refreshing line on a terminal, a line per change otherwise), and wait until it "
             "Succeeded or Failed. Exit codes: 0 Succeeded, 1 Failed, 2 invalid input (nothing "

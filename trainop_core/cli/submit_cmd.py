@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,9 @@ def register(subparsers: Any) -> None:
         "submit",
         help="start a job and return at once",
         description=(
-            "Validate FILE (one job of any kind: TFJob, MPIJob, ...) and start it. Returns as "
+            "Validate FILE (one job of any kind: TFJob, MPIJob, ..., or a Kubeflow Trainer v2 "
+            "TrainJob, checked with its runtime: on --backend kubernetes the cluster's) and "
+            "start it. Returns as "
             "soon as the job exists; follow it with `trainop get`, `trainop logs -f`. Exit codes: "
             "0 created, 2 invalid file or name taken (nothing was started)."
         ),
@@ -35,8 +38,8 @@ def register(subparsers: Any) -> None:
         "--queue",
         metavar="NAME",
         help="set the label kueue.x-k8s.io/queue-name: NAME (replacing the file's): the job "
-        "waits in queue NAME (locally: `trainop queue`; on Kubernetes: Kueue's LocalQueue NAME) "
-        "until it has room for the job's requests",
+        "waits in queue NAME (locally: `trainop queue`; on Kubernetes: Kueue's LocalQueue NAME, "
+        "for a TrainJob too) until it has room for the job's requests",
     )
     add_backend_options(parser, namespace_help="create the job in this namespace", decorators=True)
     parser.set_defaults(func=run)
@@ -57,14 +60,33 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _queued(path: Path, queue: str, namespace: str | None) -> tuple[TrainingJob, Path]:
-    """The job of `path` carrying the queue label, and the directory its paths resolve in."""
+def _queued(
+    path: Path, queue: str, namespace: str | None
+) -> tuple[TrainingJob | dict[str, Any], Path]:
+    """The job of `path` carrying the queue label, and the directory its paths resolve in. A
+    TrainJob is labelled as written (each backend then checks it against its own runtimes;
+    Kueue's TrainJob integration reads the same label)."""
+    from trainop_core.api.load import read_documents
     from trainop_core.backends.local.queueing import QUEUE_LABEL, is_queue_name
     from trainop_core.client import prepare_source
+    from trainop_core.runtimes.prepare import v2_document
 
     if not is_queue_name(queue):
         problem = Problem("--queue", f"{queue[:70]!r}: expected a queue name (a DNS label)")
         raise InvalidJobError([problem])
+    trainjob = v2_document(read_documents(path))
+    if trainjob is not None:
+        return _labelled(trainjob.data, QUEUE_LABEL, queue), path.resolve().parent
     _, job, workdir = prepare_source(path, namespace)
     job.metadata.labels = {**(job.metadata.labels or {}), QUEUE_LABEL: queue}
     return job, workdir
+
+
+def _labelled(data: dict[str, Any], label: str, value: str) -> dict[str, Any]:
+    """A copy of `data` whose metadata carries the label (metadata or labels that are not
+    mappings are left for the job's validation to name)."""
+    data = copy.deepcopy(data)
+    meta = data.setdefault("metadata", {})
+    if isinstance(meta, dict) and isinstance(meta.get("labels") or {}, dict):
+        meta["labels"] = {**(meta.get("labels") or {}), label: value}
+    return data

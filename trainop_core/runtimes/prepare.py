@@ -45,22 +45,35 @@ def prepare_trainjob(
     """The planned, defaulted and validated job of one TrainJob document."""
     from trainop_core.api.validation import prepare
 
+    job = check_trainjob(doc)
     try:
-        job = parse_v2(doc.data)
-        if not isinstance(job, v2.TrainJob):
-            message = f"expected a TrainJob to run, got {job.kind} (runtimes go in --runtimes)"
-            raise InvalidJobError([Problem("kind", message)])
         if namespace is not None:
             job.metadata.namespace = job.metadata.namespace or namespace
         runtime = catalog_for(runtimes).find(job.spec.runtime_ref, job.namespace)
         kind, planned = prepare(translate(job, runtime))
     except InvalidJobError as err:
-        label = err.job or f"TrainJob/{_name(doc.data)}"
-        raise type(err)(err.problems, source=doc.source, job=label) from None
+        raise _labelled(err, doc) from None
     assert isinstance(planned, PlannedTrainJob)  # reason: the TrainJob kind's model
     # Checked as kubeflow.org/v1 above; its pods and services are owned by the TrainJob itself.
     planned.api_version = v2.API_VERSION
     return kind, planned
+
+
+def check_trainjob(doc: Document) -> v2.TrainJob:
+    """The TrainJob of `doc` checked by Trainer's rules alone (no runtime looked for yet)."""
+    try:
+        job = parse_v2(doc.data)
+        if not isinstance(job, v2.TrainJob):
+            message = f"expected a TrainJob to run, got {job.kind} (runtimes go in --runtimes)"
+            raise InvalidJobError([Problem("kind", message)])
+    except InvalidJobError as err:
+        raise _labelled(err, doc) from None
+    return job
+
+
+def _labelled(err: InvalidJobError, doc: Document) -> InvalidJobError:
+    label = err.job or f"TrainJob/{_name(doc.data)}"
+    return type(err)(err.problems, source=doc.source, job=label)
 
 
 def planned_manifest(job: PlannedTrainJob) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 `@task(task_config=TrainingJob(...))` (or `PyTorch(...)`, `TensorFlow(...)`, `XGBoost(...)`,
 `MXNet(...)`, `Paddle(...)`, `MPI(...)`) runs the function on every replica of a job (MPI: in
-every rank mpirun starts); `TrainingJobCommandTask` makes a job
+every rank mpirun starts); `@task(task_config=TrainJob(...))` on every node of a Kubeflow
+Trainer v2 TrainJob with the runtime it names; `TrainingJobCommandTask` makes a job
 whose replicas run a command (a job YAML) a workflow step. Importing this package registers the
 task type with flytekit; `trainop_flyte.plugin` also registers the connector.
 """
@@ -22,6 +23,7 @@ from trainop_flyte.config import (
 from trainop_flyte.connector import TrainingJobConnector
 from trainop_flyte.local import TrainingJobFailed
 from trainop_flyte.task import TrainingJobFunctionTask, register
+from trainop_flyte.trainjob import TrainJob
 
 __all__ = [
     "MPI",
@@ -33,6 +35,7 @@ __all__ = [
     "RestartPolicy",
     "RunPolicy",
     "TensorFlow",
+    "TrainJob",
     "TrainingJob",
     "TrainingJobCommandTask",
     "TrainingJobConnector",

@@ -25,6 +25,7 @@ from trainop_core.api.trainjob_validation import is_v2
 from trainop_core.api.validation import prepare
 from trainop_core.errors import InvalidJobError, Problem
 from trainop_core.runtimes.prepare import planned_manifest, prepare_trainjob
+from trainop_flyte.cluster_trainjob import TRAINJOB_KEY
 from trainop_flyte.connector import TASK_TYPE, TASK_TYPE_VERSION
 from trainop_flyte.outputs import PYTHON_TYPES, role_of
 
@@ -48,7 +49,7 @@ class TrainingJobCommandTask(AsyncConnectorExecutorMixin, PythonTask[None]):
         workdir: str | Path | None = None,
         **kwargs: Any,
     ) -> None:
-        self._manifest, file_dir = _load(job)
+        self._manifest, self._trainjob, file_dir = _load(job)
         self.workdir = str(Path(workdir).resolve()) if workdir is not None else file_dir
         self.metrics_replica = metrics_replica
         _check_outputs(outputs or {})
@@ -67,6 +68,8 @@ class TrainingJobCommandTask(AsyncConnectorExecutorMixin, PythonTask[None]):
 
     def get_custom(self, settings: SerializationSettings) -> dict[str, Any]:
         custom: dict[str, Any] = {"job": self.manifest}
+        if self._trainjob is not None:  # also as written, for backends that store TrainJobs
+            custom[TRAINJOB_KEY] = copy.deepcopy(self._trainjob)
         if self.metrics_replica:
             custom["metricsReplica"] = self.metrics_replica
         return custom
@@ -83,12 +86,16 @@ class TrainingJobCommandTask(AsyncConnectorExecutorMixin, PythonTask[None]):
         return run_job_locally(self, kwargs)
 
 
-def _load(job: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The manifest (validated by the core) and, for a file, the directory it resolves paths in."""
+def _load(
+    job: str | Path | Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
+    """The manifest (validated by the core), the TrainJob as written if it is one, and for a
+    file the directory it resolves paths in."""
     documents = read_documents(job)
     if len(documents) != 1:
         raise InvalidJobError([Problem("", "expected exactly one job")], source=str(job))
     manifest = copy.deepcopy(dict(documents[0].data))
+    trainjob = copy.deepcopy(manifest) if is_v2(manifest) else None
     if is_v2(manifest):
         # A TrainJob is planned here, with the runtimes trainop finds ($TRAINOP_RUNTIMES, else
         # its defaults), and travels as the planned job, whose replica specs the connector edits.
@@ -97,7 +104,7 @@ def _load(job: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str | No
         prepare(manifest)  # raises InvalidJobError naming every bad field
     is_file = isinstance(job, Path) or (isinstance(job, str) and Path(job).is_file())
     workdir = str(Path(job).resolve().parent) if is_file else None
-    return manifest, workdir
+    return manifest, trainjob, workdir
 
 
 def _check_outputs(outputs: Mapping[str, Any]) -> None:

@@ -24,6 +24,7 @@ from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
 from trainop_core.errors import AlreadyExistsError, NotFoundError
 from trainop_flyte import outputs as job_outputs
 from trainop_flyte import replicas as job_replicas
+from trainop_flyte.cluster_trainjob import TRAINJOB_KEY, cluster_trainjob, stores_trainjobs
 from trainop_flyte.inputs import render_inputs
 from trainop_flyte.naming import job_name
 
@@ -126,9 +127,30 @@ class TrainingJobConnector(AsyncConnectorBase):
         inputs: LiteralMap | None,
         metadata: TaskExecutionMetadata | None,
     ) -> dict[str, Any]:
-        """The job manifest for one task attempt (pure apart from reading `template`)."""
-        manifest = whole_numbers(copy.deepcopy(dict(template.custom["job"])))
+        """The job manifest for one task attempt (pure apart from reading `template`, and for a
+        TrainJob task whether the client's backend stores TrainJobs as such)."""
         container = job_replicas.task_container(template)
+        if TRAINJOB_KEY in template.custom and stores_trainjobs(self.client):
+            trainjob = {**template.custom, TRAINJOB_KEY: whole_numbers(
+                copy.deepcopy(dict(template.custom[TRAINJOB_KEY])))}  # fmt: skip
+            if container is None:
+                trainjob[TRAINJOB_KEY] = render_inputs(trainjob[TRAINJOB_KEY], inputs)
+            manifest = cluster_trainjob(trainjob, container, metadata, _timeout(template))
+        else:
+            manifest = self._planned_manifest(template, container, inputs, metadata)
+        meta = manifest.setdefault("metadata", {})
+        meta["name"] = job_name(template.id.name or "task", metadata, output_prefix)
+        meta["namespace"] = meta.get("namespace") or _namespace(metadata)
+        return manifest
+
+    def _planned_manifest(
+        self,
+        template: TaskTemplate,
+        container: Any,
+        inputs: LiteralMap | None,
+        metadata: TaskExecutionMetadata | None,
+    ) -> dict[str, Any]:
+        manifest = whole_numbers(copy.deepcopy(dict(template.custom["job"])))
         if container is not None:
             job_replicas.run_container(manifest, container)
         else:
@@ -139,9 +161,6 @@ class TrainingJobConnector(AsyncConnectorBase):
             job_replicas.set_working_dir(manifest, self._workdir)
         _apply_metadata(manifest, metadata)
         _apply_timeout(manifest, template)
-        meta = manifest.setdefault("metadata", {})
-        meta["name"] = job_name(template.id.name or "task", metadata, output_prefix)
-        meta["namespace"] = meta.get("namespace") or _namespace(metadata)
         return manifest
 
     # --- get ------------------------------------------------------------------------------------
@@ -241,10 +260,15 @@ def _shows_error(log_tail: str) -> bool:
     return any(marker in log_tail for marker in ERROR_MARKERS)
 
 
+def _timeout(template: TaskTemplate) -> int:
+    """The task's timeout in whole seconds (0: none)."""
+    timeout = template.metadata.timeout if template.metadata is not None else None
+    return int(timeout.total_seconds()) if timeout else 0
+
+
 def _apply_timeout(manifest: dict[str, Any], template: TaskTemplate) -> None:
     """The task's timeout bounds the job (runPolicy.activeDeadlineSeconds), unless it sets one."""
-    timeout = template.metadata.timeout if template.metadata is not None else None
-    seconds = int(timeout.total_seconds()) if timeout else 0
+    seconds = _timeout(template)
     if seconds > 0:
         policy = manifest["spec"].setdefault("runPolicy", {})
         policy.setdefault("activeDeadlineSeconds", seconds)

@@ -63,11 +63,14 @@ def run_container(manifest: dict[str, Any], container: Container) -> None:
     as the kind starts one program (`Kind.program`: every replica, or MPI's launcher under
     mpirun while its workers host the ranks)."""
     argv = [*container.command, *container.args]  # Flyte puts the whole argv in args
+    from trainop_flyte.trainjob import launcher_program
+
     kind = kind_of(manifest["kind"])
     env = {**dict(container.env), FAIL_ON_ERROR_ENV: "true"}
+    launched = launcher_program(manifest, argv)  # a TrainJob's policy may start it (torchrun)
     for rtype, main in main_containers(manifest):
         main.setdefault("image", container.image)
-        program = kind.program(kind.canonical_replica_type(rtype), argv)
+        program = launched or kind.program(kind.canonical_replica_type(rtype), argv)
         main.pop("command", None)
         main.pop("args", None)
         if program is not None:

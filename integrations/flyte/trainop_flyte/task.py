@@ -1,4 +1,5 @@
-"""`@task(task_config=TrainingJob(...))`: the decorated function runs on every replica of a job.
+"""`@task(task_config=TrainingJob(...))`: the decorated function runs on every replica of a job
+(`TrainJob(...)`: on every node of a Kubeflow Trainer v2 TrainJob, see `trainop_flyte.trainjob`).
 
 Serialised, the task is type `trainop_training_job` (custom: the job manifest, filled in by the
 connector with the task's own container) or, with `compat=True`, Flyte's own `pytorch` /
@@ -22,22 +23,30 @@ from flytekit.extend.backend.base_connector import AsyncConnectorExecutorMixin
 
 from trainop_core.replicas import launched_rank
 from trainop_flyte import compat
+from trainop_flyte.cluster_trainjob import TRAINJOB_KEY
 from trainop_flyte.config import TrainingJob
 from trainop_flyte.connector import TASK_TYPE, TASK_TYPE_VERSION
 from trainop_flyte.replicas import REPLICA_INDEX_ENV, REPLICA_TYPE_ENV, primary_replica_id
 from trainop_flyte.spec import Container, build_job, job_manifest, kind_of
+from trainop_flyte.trainjob import TrainJob, plan, planned_job_manifest, trainjob_manifest
+from trainop_flyte.trainjob import launched_rank as trainjob_rank
 
 _VALIDATION_CONTAINER = Container(image="flyte-task-image", command=["pyflyte-execute"])
 
 
-class TrainingJobFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[TrainingJob]):
+class TrainingJobFunctionTask(
+    AsyncConnectorExecutorMixin, PythonFunctionTask[TrainingJob | TrainJob]
+):
     """A Python function run by every replica of a trainop job."""
 
     def __init__(
-        self, task_config: TrainingJob, task_function: Callable[..., Any], **kwargs: Any
+        self,
+        task_config: TrainingJob | TrainJob,
+        task_function: Callable[..., Any],
+        **kwargs: Any,
     ) -> None:
-        self._job = build_job(task_config, _VALIDATION_CONTAINER)  # core errors, with paths
-        if task_config.compat:
+        self._job = _build(task_config)  # core errors, with paths
+        if isinstance(task_config, TrainingJob) and task_config.compat:
             task_type, version = compat.task_type(task_config), compat.TASK_TYPE_VERSION
             compat.custom(task_config, self._job)  # fail now if Flyte cannot express it
             if kwargs.get("pod_template") is None:
@@ -53,13 +62,18 @@ class TrainingJobFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[Tr
         )
 
     def get_custom(self, settings: SerializationSettings) -> dict[str, Any]:
-        if self.task_config.compat:
+        if isinstance(self.task_config, TrainingJob) and self.task_config.compat:
             return compat.custom(self.task_config, self._job)
         return self.native_custom(settings)
 
     def native_custom(self, settings: SerializationSettings) -> dict[str, Any]:
         """The connector's custom: the job manifest, every replica on the task's image."""
         container = Container(image=self.get_image(settings))
+        if isinstance(self.task_config, TrainJob):  # the planned job, and the TrainJob itself
+            return {
+                "job": planned_job_manifest(self.task_config, container, name=""),
+                TRAINJOB_KEY: trainjob_manifest(self.task_config, container, name=""),
+            }
         return {"job": job_manifest(self.task_config, container, name="")}
 
     def execute(self, **kwargs: Any) -> Any:
@@ -81,7 +95,9 @@ class TrainingJobFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[Tr
     def is_primary_replica(self) -> bool:
         """Whether this process is the replica whose result the task returns: under a launcher
         (MPI's mpirun), the process of rank 0."""
-        rank = launched_rank(kind_of(self._job.kind), os.environ)
+        rank = trainjob_rank(self._job, os.environ)
+        if rank is None:
+            rank = launched_rank(kind_of(self._job.kind), os.environ)
         if rank is not None:
             return rank == 0
         mine = os.environ.get(REPLICA_TYPE_ENV)
@@ -98,6 +114,12 @@ class TrainingJobFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[Tr
         return f"{mine.lower()}-{_my_index(count)}" == primary
 
 
+def _build(config: TrainingJob | TrainJob) -> Any:
+    if isinstance(config, TrainJob):
+        return plan(config, _VALIDATION_CONTAINER)
+    return build_job(config, _VALIDATION_CONTAINER)
+
+
 def _my_index(replicas_of_my_type: int) -> int:
     raw = os.environ.get(REPLICA_INDEX_ENV, "")
     if raw.isdigit():
@@ -111,5 +133,7 @@ def _my_index(replicas_of_my_type: int) -> int:
 
 
 def register() -> None:
-    """Make `@task(task_config=TrainingJob(...))` build a TrainingJobFunctionTask (idempotent)."""
+    """Make `@task(task_config=TrainingJob(...))` and `@task(task_config=TrainJob(...))` build a
+    TrainingJobFunctionTask (idempotent)."""
     TaskPlugins.register_pythontask_plugin(TrainingJob, TrainingJobFunctionTask)
+    TaskPlugins.register_pythontask_plugin(TrainJob, TrainingJobFunctionTask)

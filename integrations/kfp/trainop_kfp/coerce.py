@@ -17,11 +17,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from trainop_core.api import trainjob as v2
 from trainop_core.api.podtemplate import QUANTITY_FIELDS, ROOT_MODEL, k8s_types
 from trainop_core.api.types import ReplicaSpec
 
 # Model fields holding plain data that the Kubernetes field table describes instead.
-_K8S_FIELDS: Mapping[tuple[type[BaseModel], str], str] = {(ReplicaSpec, "template"): ROOT_MODEL}
+_K8S_FIELDS: Mapping[tuple[type[BaseModel], str], str] = {
+    (ReplicaSpec, "template"): ROOT_MODEL,
+    (v2.Trainer, "env"): "list[V1EnvVar]",
+    (v2.Trainer, "resources_per_node"): "V1ResourceRequirements",
+}
 _LIST = re.compile(r"^list\[(.+)\]$")
 _DICT = re.compile(r"^dict\(str, (.+)\)$")
 
@@ -30,6 +35,11 @@ def coerce_ints(data: Any, model: type[BaseModel]) -> Any:
     """A copy of `data` (wire form) with integral floats turned into ints wherever `model` (a
     pydantic model such as a kind's job model) expects an int. Pure; unknown fields are kept."""
     return _model(data, model)
+
+
+def coerce_k8s(data: Any, type_name: str) -> Any:
+    """`coerce_ints` for a Kubernetes object the field table names (e.g. "V1PodSpec"). Pure."""
+    return _k8s(data, type_name, quantity=False)
 
 
 def _model(data: Any, model: type[BaseModel]) -> Any:

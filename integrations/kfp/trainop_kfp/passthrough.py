@@ -82,9 +82,9 @@ def merge_into_template(template: Json, settings: PodSettings, default_container
 
 def _merge_container(container: Json, settings: PodSettings) -> None:
     if settings.resources is not None:
-        container["resources"] = _merge_resources(container.get("resources"), settings.resources)
+        container["resources"] = merge_resources(container.get("resources"), settings.resources)
     if settings.env is not None:
-        container["env"] = _merge_by(container.get("env"), settings.env, _key("name"))
+        container["env"] = merge_env(container.get("env"), settings.env)
     if settings.volume_mounts is not None:
         mounts = _merge_by(container.get("volumeMounts"), settings.volume_mounts, _key("mountPath"))
         container["volumeMounts"] = mounts
@@ -97,7 +97,13 @@ def _target_container(pod: Json, default_container: str) -> Json | None:
     return candidates[0] if candidates else None
 
 
-def _merge_resources(current: Any, extra: Mapping[str, Any]) -> Json:
+def merge_env(current: Any, extra: list[Json]) -> list[Json]:
+    """EnvVars of `current` with those of `extra` replacing the same names, new ones appended."""
+    return _merge_by(current, extra, _key("name"))
+
+
+def merge_resources(current: Any, extra: Mapping[str, Any]) -> Json:
+    """ResourceRequirements `current` with `extra`'s quantities winning, section by section."""
     merged: Json = dict(current or {})
     for section, values in extra.items():
         if isinstance(values, Mapping) and isinstance(merged.get(section), Mapping):

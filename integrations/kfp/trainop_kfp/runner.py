@@ -86,11 +86,17 @@ def prepare_job(
     job: Mapping[str, Any] | str, settings: PodSettings | None = None
 ) -> dict[str, Any]:
     """The job in wire form, ready for `TrainingClient.create`: integral floats back to ints where
-    the kind's model wants ints, and `settings` merged into every replica's pod template. A job
-    of an unknown kind is returned as it is, for `create` to report."""
+    the kind's model wants ints, and `settings` merged into every replica's pod template (a
+    TrainJob's: see `trainop_kfp.trainjob`). A job of an unknown kind is returned as it is, for
+    `create` to report."""
     from trainop_core.api.load import default_registry
+    from trainop_core.api.trainjob_validation import is_v2
 
     data = load_job_text(job)
+    if is_v2(data):  # a TrainJob: settings where its author would put them
+        from trainop_kfp.trainjob import prepare_trainjob
+
+        return prepare_trainjob(data, settings)
     try:
         kind = default_registry().get(str(data.get("kind")))
     except (LookupError, TrainopError):

@@ -1,11 +1,14 @@
 """`TrainingClient(backend="kubernetes")`: jobs stored on a cluster, run by the trainop operator.
 
 This backend only talks to the API server: it creates, reads, watches and deletes the job
-objects and reads pod logs. Running the replicas is the operator's business (`trainop operator`).
+objects and reads pod logs. Running the replicas is the operator's business (`trainop operator`;
+for Kubeflow Trainer v2 TrainJobs, `--enable-scheme TrainJob`, or Trainer itself: see
+`trainjobs`).
 """
 
 from __future__ import annotations
 
+import builtins
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -14,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainop_core.api import trainjob as v2
 from trainop_core.api.job import TrainingJob
 from trainop_core.backends.base import LogLine
 from trainop_core.backends.kubernetes import control
@@ -23,6 +27,14 @@ from trainop_core.backends.kubernetes.jobs import JobStore
 from trainop_core.backends.kubernetes.logs import follow_logs, read_logs
 from trainop_core.backends.kubernetes.pods import Pods
 from trainop_core.backends.kubernetes.queue import KueueWorkloads
+from trainop_core.backends.kubernetes.trainjobs import (
+    SERVER_FIELDS,
+    TRAINJOB_KIND,
+    ClusterRuntimes,
+    is_trainjob,
+    planned_view,
+    trainjob_body,
+)
 from trainop_core.backends.kubernetes.wait import wait_finished
 from trainop_core.errors import (
     InvalidJobError,
@@ -33,16 +45,16 @@ from trainop_core.errors import (
 )
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.table import KindRegistry, build_registry
+from trainop_core.runtimes.catalog import RuntimeCatalog
 
 PROPAGATIONS = ("Foreground", "Background")
-SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 
 
-# A TrainJob (Kubeflow Trainer v2) is not a kubeflow.org/v1 resource this backend can POST.
-_NOT_SERVED = (
-    "{kind} is not a kubeflow.org/v1 kind this backend creates: create a TrainJob on a cluster "
-    "with kubectl or the Kubeflow SDK (TrainerClient), for an operator run with "
-    "--enable-scheme TrainJob"
+# A TrainJob already planned with runtimes found elsewhere: the cluster's runtimes decide.
+_PLANNED_TRAINJOB = (
+    "a TrainJob planned with runtimes from elsewhere cannot be created on a cluster: pass the "
+    "TrainJob itself (its YAML, a file or a dict) so that it is checked against the cluster's "
+    "runtimes and stored as written"
 )
 
 
@@ -87,6 +99,8 @@ class KubernetesBackend:
         self.delete_timeout = delete_timeout
         self._registry = registry or build_registry()
         self._jobs = JobStore(api_client)
+        self._trainjobs = JobStore(api_client, v2.GROUP, v2.VERSION)
+        self._runtimes = ClusterRuntimes(api_client)
         self._pods = Pods(api_client)
         self._workloads = KueueWorkloads(api_client)
         self._kinds: dict[tuple[str, str], Kind] = {}  # namespace/name -> kind, learnt on the way
@@ -94,12 +108,28 @@ class KubernetesBackend:
     # --- JobStore -------------------------------------------------------------------------------
     def create(self, job: TrainingJob, kind: Kind, *, workdir: Path | None = None) -> TrainingJob:
         """POST the job in its namespace (else the default one); AlreadyExistsError if taken."""
+        if is_trainjob(kind):
+            raise InvalidJobError([Problem("kind", _PLANNED_TRAINJOB)])
         if kind.kind not in self._registry:
-            raise InvalidJobError([Problem("kind", _NOT_SERVED.format(kind=kind.kind))])
+            raise InvalidJobError([Problem("kind", f"{kind.kind}: not served by this backend")])
         namespace = job.metadata.namespace or self.default_namespace
         stored = self._jobs.create(kind, namespace, _body(job, kind, namespace))
         self._kinds[(namespace, job.name)] = kind
         return self._parse(kind, stored)
+
+    # --- TrainJobStore --------------------------------------------------------------------------
+    def runtime_catalog(self, namespace: str) -> RuntimeCatalog:
+        """The runtimes a TrainJob in `namespace` may name on this cluster (two LISTs)."""
+        return self._runtimes.catalog(namespace)
+
+    def create_trainjob(self, trainjob: dict[str, Any], planned: TrainingJob) -> TrainingJob:
+        """POST the TrainJob as written (checked already: `planned` is what its runtime makes of
+        it) in `planned`'s namespace; AlreadyExistsError if the name is taken."""
+        namespace = planned.metadata.namespace or self.default_namespace
+        body = trainjob_body(trainjob, namespace)
+        stored = self._trainjobs.create(TRAINJOB_KIND, namespace, body)
+        self._kinds[(namespace, planned.name)] = TRAINJOB_KIND
+        return self._parse(TRAINJOB_KIND, stored)
 
     def get(self, name: str, namespace: str) -> TrainingJob:
         kind, obj = self._find(name, self._ns(namespace))
@@ -111,6 +141,7 @@ class KubernetesBackend:
             for kind in self._registry.kinds
             for obj in self._jobs.list(kind, namespace)
         ]
+        jobs += self._list_trainjobs(namespace)
         return sorted(jobs, key=lambda j: (j.namespace, j.name, j.kind))
 
     def delete(self, name: str, namespace: str) -> None:
@@ -118,7 +149,7 @@ class KubernetesBackend:
         (with Foreground propagation that is after its pods and services are gone)."""
         namespace = self._ns(namespace)
         kind, _ = self._find(name, namespace)
-        self._jobs.delete(kind, namespace, name, self.propagation)
+        self._store(kind).delete(kind, namespace, name, self.propagation)
         self._wait_gone(kind, namespace, name)
         self._kinds.pop((namespace, name), None)
 
@@ -126,11 +157,15 @@ class KubernetesBackend:
     def stop(self, name: str, namespace: str, reason: str) -> None:
         namespace = self._ns(namespace)
         kind, _ = self._find(name, namespace)
-        control.stop(self._jobs, self._pods, kind, namespace, name, reason, self.delete_timeout)
+        store = self._store(kind)
+        control.stop(store, self._pods, kind, namespace, name, reason, self.delete_timeout)
 
     def set_suspended(self, name: str, namespace: str, suspended: bool) -> None:
         namespace = self._ns(namespace)
         kind, _ = self._find(name, namespace)
+        if is_trainjob(kind):  # Trainer's field; Kueue's TrainJob integration sets it too
+            self._trainjobs.patch(kind, namespace, name, {"spec": {"suspend": suspended}})
+            return
         self._jobs.patch(kind, namespace, name, {"spec": {"runPolicy": {"suspend": suspended}}})
 
     # --- LogSource ------------------------------------------------------------------------------
@@ -141,7 +176,7 @@ class KubernetesBackend:
         kind, obj = self._find(name, namespace)
         job = self._parse(kind, obj)
         if follow:
-            return follow_logs(self._jobs, self._pods, kind, job, replica)
+            return follow_logs(self._store(kind), self._pods, kind, job, replica)
         return read_logs(self._pods, kind, job, replica)
 
     # --- beyond the protocol ----------------------------------------------------------------------
@@ -150,7 +185,8 @@ class KubernetesBackend:
         JobTimeoutError after `timeout` seconds; NotFoundError if it is missing or deleted."""
         namespace = self._ns(namespace)
         kind, _ = self._find(name, namespace)
-        return self._parse(kind, wait_finished(self._jobs, kind, namespace, name, timeout))
+        finished = wait_finished(self._store(kind), kind, namespace, name, timeout)
+        return self._parse(kind, finished)
 
     def queue_reasons(self, jobs: Sequence[TrainingJob]) -> dict[str, str]:
         """Why each of `jobs` that waits in Kueue is not admitted yet, by job uid (read from
@@ -161,19 +197,39 @@ class KubernetesBackend:
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.default_namespace
 
+    def _store(self, kind: Kind) -> JobStore:
+        return self._trainjobs if is_trainjob(kind) else self._jobs
+
+    def _list_trainjobs(self, namespace: str | None) -> builtins.list[TrainingJob]:
+        """TrainJobs, each read with its runtime (one catalog per namespace); none where the
+        cluster does not serve trainer.kubeflow.org."""
+        try:
+            objects = self._trainjobs.list(TRAINJOB_KIND, namespace)
+        except NotFoundError:
+            return []
+        catalogs: dict[str, RuntimeCatalog] = {}
+        jobs: builtins.list[TrainingJob] = []
+        for obj in objects:
+            where = (obj.get("metadata") or {}).get("namespace") or self.default_namespace
+            if where not in catalogs:
+                catalogs[where] = self._runtimes.catalog(where)
+            jobs.append(self._parse(TRAINJOB_KIND, obj, catalogs[where]))
+        return jobs
+
     def _find(self, name: str, namespace: str) -> tuple[Kind, dict[str, Any]]:
-        """The job's kind and object: the kind learnt earlier first, else every kind."""
+        """The job's kind and object: the kind learnt earlier first, else every kind (the
+        kubeflow.org/v1 kinds, then TrainJob)."""
         known = self._kinds.get((namespace, name))
         if known is not None:
             try:
-                return known, self._jobs.get(known, namespace, name)
+                return known, self._store(known).get(known, namespace, name)
             except NotFoundError:
                 del self._kinds[(namespace, name)]
         found = []
-        for kind in self._registry.kinds:
+        for kind in (*self._registry.kinds, TRAINJOB_KIND):
             try:
-                found.append((kind, self._jobs.get(kind, namespace, name)))
-            except NotFoundError:
+                found.append((kind, self._store(kind).get(kind, namespace, name)))
+            except NotFoundError:  # no such job, or (TrainJob) no Trainer CRDs on the cluster
                 continue
         if not found:
             raise NotFoundError(f"job {namespace}/{name} not found")
@@ -187,7 +243,7 @@ class KubernetesBackend:
         deadline = time.monotonic() + self.delete_timeout
         while True:
             try:
-                self._jobs.get(kind, namespace, name)
+                self._store(kind).get(kind, namespace, name)
             except NotFoundError:
                 return
             if time.monotonic() > deadline:
@@ -197,9 +253,13 @@ class KubernetesBackend:
                 )
             time.sleep(control.POLL_SECONDS)
 
-    @staticmethod
-    def _parse(kind: Kind, obj: dict[str, Any]) -> TrainingJob:
+    def _parse(
+        self, kind: Kind, obj: dict[str, Any], catalog: RuntimeCatalog | None = None
+    ) -> TrainingJob:
         try:
+            if is_trainjob(kind):
+                namespace = (obj.get("metadata") or {}).get("namespace") or self.default_namespace
+                return planned_view(obj, catalog or self._runtimes.catalog(namespace))
             return kind.job_model.model_validate(obj)
         except ValidationError as exc:
             name = (obj.get("metadata") or {}).get("name", "?")

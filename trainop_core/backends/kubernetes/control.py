@@ -14,6 +14,7 @@ from trainop_core.api.types import format_time, utc_now
 from trainop_core.backends.kubernetes.errors import ApiError
 from trainop_core.backends.kubernetes.jobs import JobStore
 from trainop_core.backends.kubernetes.pods import Pods
+from trainop_core.backends.kubernetes.trainjobs import is_trainjob, trainer_status
 from trainop_core.backends.kubernetes.wait import is_finished
 from trainop_core.errors import JobTimeoutError, NotFoundError
 from trainop_core.kinds.base import Kind
@@ -49,7 +50,7 @@ def _mark_failed(jobs: JobStore, kind: Kind, namespace: str, name: str, reason: 
             return False
         patch = {
             "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-            "status": failed_status(obj.get("status") or {}, kind, reason),
+            "status": _failed(obj.get("status") or {}, kind, reason),
         }
         try:
             jobs.patch_status(kind, namespace, name, patch)
@@ -58,6 +59,16 @@ def _mark_failed(jobs: JobStore, kind: Kind, namespace: str, name: str, reason: 
             if exc.status != 409:
                 raise
     raise ApiError(f"{kind.kind} {namespace}/{name}: status kept changing; not stopped", 409)
+
+
+def _failed(status: dict[str, Any], kind: Kind, message: str) -> dict[str, Any]:
+    """The status to merge; a TrainJob's is Trainer's, made from the planner's record failed
+    (the record trainop's operator keeps in it and goes on from)."""
+    if not is_trainjob(kind):
+        return failed_status(status, kind, message)
+    planner = dict(status.get("plannerStatus") or {})
+    planner.update(failed_status(planner, kind, message))
+    return trainer_status(planner)
 
 
 def failed_status(status: dict[str, Any], kind: Kind, message: str) -> dict[str, Any]:

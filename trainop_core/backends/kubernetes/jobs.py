@@ -1,4 +1,5 @@
-"""kubeflow.org/v1 jobs on the API server as raw dicts: create, get, list, delete and watch.
+"""Jobs on the API server as raw dicts: create, get, list, delete and watch (kubeflow.org/v1 kinds,
+or, with another group and version, Trainer v2's TrainJobs).
 
 Only this module and `logs` talk HTTP; errors leave here already translated (see `errors`).
 Objects stay plain JSON dicts (no generated models): parsing them is the caller's business.
@@ -28,19 +29,21 @@ class WatchExpired(Exception):
 
 
 class JobStore:
-    """CRUD and watch for every job kind through one `CustomObjectsApi`."""
+    """CRUD and watch for every job kind of one API group and version (default kubeflow.org/v1)
+    through one `CustomObjectsApi`."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, group: str = GROUP, version: str = VERSION) -> None:
         from kubernetes import client
 
         self._api = client.CustomObjectsApi(api_client)
+        self._api_version = (group, version)
 
     def create(self, kind: Kind, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST the job; AlreadyExistsError, InvalidJobError (422) or ApiError otherwise."""
         name = body.get("metadata", {}).get("name", "")
         return self._call(
             lambda: self._api.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, kind.plural, body
+                *self._api_version, namespace, kind.plural, body
             ),
             what=f"{kind.kind} {namespace}/{name}",
         )
@@ -49,7 +52,7 @@ class JobStore:
         """GET one job; NotFoundError when it does not exist."""
         return self._call(
             lambda: self._api.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, kind.plural, name
+                *self._api_version, namespace, kind.plural, name
             ),
             what=f"{kind.kind} {namespace}/{name}",
         )
@@ -71,7 +74,7 @@ class JobStore:
         from it would fail with 410 at once). NotFoundError if there is no such job."""
         page = self._call(
             lambda: self._api.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, kind.plural, field_selector=f"metadata.name={name}"
+                *self._api_version, namespace, kind.plural, field_selector=f"metadata.name={name}"
             ),
             what=f"{kind.kind} {namespace}/{name}",
         )
@@ -84,7 +87,7 @@ class JobStore:
         """DELETE with `propagation` ("Foreground" or "Background"); NotFoundError if missing."""
         self._call(
             lambda: self._api.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, kind.plural, name, propagation_policy=propagation
+                *self._api_version, namespace, kind.plural, name, propagation_policy=propagation
             ),
             what=f"{kind.kind} {namespace}/{name}",
         )
@@ -93,7 +96,7 @@ class JobStore:
         """JSON merge patch of the job (its spec or metadata); NotFoundError if missing."""
         return self._call(
             lambda: self._api.patch_namespaced_custom_object(
-                GROUP, VERSION, namespace, kind.plural, name, patch
+                *self._api_version, namespace, kind.plural, name, patch
             ),
             what=f"{kind.kind} {namespace}/{name}",
         )
@@ -105,7 +108,7 @@ class JobStore:
         `patch` to make it conditional (ConflictError when the job changed meanwhile)."""
         return self._call(
             lambda: self._api.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, kind.plural, name, patch
+                *self._api_version, namespace, kind.plural, name, patch
             ),
             what=f"{kind.kind} {namespace}/{name}",
         )
@@ -118,8 +121,7 @@ class JobStore:
         window = max(1, int(seconds))
         response = self._call(
             lambda: self._api.list_namespaced_custom_object(
-                GROUP,
-                VERSION,
+                *self._api_version,
                 namespace,
                 kind.plural,
                 field_selector=f"metadata.name={name}",
@@ -148,11 +150,11 @@ class JobStore:
             options["_continue"] = token
         if namespace is None:
             return dict(
-                self._api.list_cluster_custom_object(GROUP, VERSION, kind.plural, **options)
+                self._api.list_cluster_custom_object(*self._api_version, kind.plural, **options)
             )
         return dict(
             self._api.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, kind.plural, **options
+                *self._api_version, namespace, kind.plural, **options
             )
         )
 

@@ -10,8 +10,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from trainop_core.api import trainjob as v2
 from trainop_core.backends.kubernetes.errors import ApiError, translate
 from trainop_core.kinds.base import Kind
+from trainop_core.runtimes.kind import (
+    COMPLETION_INDEX_LABEL,
+    JOBSET_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
+)
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
@@ -43,9 +49,11 @@ class ReplicaPod:
 
 
 def replica_pod(pod: dict[str, Any], kind: Kind) -> ReplicaPod:
+    """A pod's replica from upstream's labels, else from a JobSet's (a TrainJob's node pods carry
+    those whoever runs them: trainop's operator or Trainer)."""
     labels = pod["metadata"].get("labels") or {}
-    rtype = labels.get(REPLICA_TYPE_LABEL, "")
-    index = labels.get(REPLICA_INDEX_LABEL, "0")
+    rtype = labels.get(REPLICA_TYPE_LABEL) or labels.get(REPLICATED_JOB_LABEL, "")
+    index = labels.get(REPLICA_INDEX_LABEL) or labels.get(COMPLETION_INDEX_LABEL, "0")
     names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
     container = kind.default_container if kind.default_container in names or not names else names[0]
     rank = [t.lower() for t in kind.replica_types]
@@ -69,8 +77,11 @@ class Pods:
         self._core = client.CoreV1Api(api_client)
 
     def of_job(self, kind: Kind, namespace: str, job: str) -> list[ReplicaPod]:
-        """The job's pods (upstream's job-name and operator-name labels), master first."""
+        """The job's pods (upstream's job-name and operator-name labels; a TrainJob's trainer
+        nodes by the JobSet labels the Kubeflow SDK selects them by), master first."""
         selector = f"{JOB_NAME_LABEL}={job},{OPERATOR_NAME_LABEL}={kind.controller_name}"
+        if kind.kind == v2.TRAINJOB:
+            selector = f"{JOBSET_NAME_LABEL}={job},{REPLICATED_JOB_LABEL}={v2.NODE}"
         data = _request(  # the body is read inside: an answer that breaks off is an ApiError
             lambda: (
                 self._core.list_namespaced_pod(

@@ -11,6 +11,7 @@ from typing import Any
 
 from trainop_core.backends.kubernetes.errors import ApiError
 from trainop_core.backends.kubernetes.jobs import JobStore, WatchExpired
+from trainop_core.backends.kubernetes.trainjobs import is_trainjob_object, trainjob_finished
 from trainop_core.errors import JobTimeoutError, NotFoundError
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.conditions import is_finished_wire
@@ -21,7 +22,10 @@ RETRIABLE = (0, 429, 500, 503, 504)  # no answer, throttled, server trouble
 
 
 def is_finished(obj: dict[str, Any]) -> bool:
-    """Whether the job (a whole object, as the server returned it) Succeeded or Failed."""
+    """Whether the job (a whole object, as the server returned it) Succeeded or Failed (a
+    TrainJob: Complete or Failed, as Trainer says)."""
+    if is_trainjob_object(obj):
+        return trainjob_finished(obj)
     return is_finished_wire(obj.get("status") or {})
 
 
