@@ -183,6 +183,13 @@ def mpi_allreduce(offset: int) -> dict[str, str]:
     }
 
 
+@task(task_config=TrainJob(runtime="mpi-distributed", num_nodes=2), environment=MPI_ENV)
+def trainjob_mpi_allreduce(offset: int) -> dict[str, str]:
+    """The same function on the mpi-distributed runtime: the launcher's mpirun starts one rank
+    per node; the task's value is rank 0's."""
+    return mpi_allreduce.task_function(offset)
+
+
 @task(task_config=Paddle(workers=2))
 def paddle_env() -> dict[str, str]:
     """Collective PaddleJob: every worker sees the rendezvous on worker 0; the value is worker

@@ -153,6 +153,15 @@ def test_an_mpi_task_runs_its_function_in_every_rank_and_returns_rank_0_s_value(
     assert report == {"sum": "13", "size": "2", "rank": "0", "replica": "Worker-0"}
 
 
+@pytest.mark.slow
+def test_a_trainjob_function_task_on_mpi_runs_in_every_rank_under_the_launchers_mpirun() -> None:
+    """Not once per pod: the launcher's mpirun starts a rank on each node (rank 0 on node 0),
+    whose value the task returns."""
+    report = flyte_tasks.trainjob_mpi_allreduce(offset=10)
+
+    assert report == {"sum": "13", "size": "2", "rank": "0", "replica": "Node-0"}
+
+
 def test_a_paddle_task_runs_in_every_worker_with_the_rendezvous_on_worker_0() -> None:
     report = flyte_tasks.paddle_env()
 

@@ -19,9 +19,10 @@ from typing import Any
 from flytekit.models.task import TaskExecutionMetadata
 
 from trainop_core.api import trainjob as v2
+from trainop_core.runtimes.policies.base import LAUNCHER
 from trainop_flyte.replicas import FAIL_ON_ERROR_ENV, REPLICA_INDEX_ENV, REPLICA_TYPE_ENV
 from trainop_flyte.spec import Container
-from trainop_flyte.trainjob import launcher_program
+from trainop_flyte.trainjob import trainjob_program
 
 TRAINJOB_KEY = "trainJob"
 FLYTE_MANAGER = "trainop.dev/flyte"
@@ -68,7 +69,8 @@ def cluster_trainjob(
 
 def _run(trainer: dict[str, Any], planned: Mapping[str, Any], container: Container) -> None:
     argv = [*container.command, *container.args]  # Flyte puts the whole argv in args
-    program = launcher_program(planned, argv) or argv
+    # trainer.command is what the launcher runs where the policy has one (mpi), else every node
+    program = trainjob_program(planned, LAUNCHER, argv) or argv
     trainer["image"] = trainer.get("image") or container.image
     trainer["command"], trainer["args"] = program[:1], program[1:]
 

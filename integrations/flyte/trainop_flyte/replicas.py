@@ -61,18 +61,23 @@ def task_container(template: TaskTemplate) -> Container | None:
 def run_container(manifest: dict[str, Any], container: Container) -> None:
     """Make the replicas run the Flyte task's container (rendered `pyflyte-execute` args), each
     as the kind starts one program (`Kind.program`: every replica, or MPI's launcher under
-    mpirun while its workers host the ranks)."""
+    mpirun while its workers host the ranks; a TrainJob as its ML policy does)."""
     argv = [*container.command, *container.args]  # Flyte puts the whole argv in args
-    from trainop_flyte.trainjob import launcher_program
+    from trainop_flyte.trainjob import is_trainjob, trainjob_program
 
     kind = kind_of(manifest["kind"])
     env = {**dict(container.env), FAIL_ON_ERROR_ENV: "true"}
-    launched = launcher_program(manifest, argv)  # a TrainJob's policy may start it (torchrun)
     for rtype, main in main_containers(manifest):
         main.setdefault("image", container.image)
-        program = launched or kind.program(kind.canonical_replica_type(rtype), argv)
-        main.pop("command", None)
-        main.pop("args", None)
+        if is_trainjob(manifest):  # its ML policy starts it (torchrun, the launcher's mpirun)
+            program = trainjob_program(manifest, rtype, argv)
+            hosting = program is None  # an mpi node keeps its planned command (it idles)
+        else:
+            program = kind.program(kind.canonical_replica_type(rtype), argv)
+            hosting = False  # the kind's idle command applies (Kind.idle_commands)
+        if not hosting:
+            main.pop("command", None)
+            main.pop("args", None)
         if program is not None:
             main["command"], main["args"] = program[:1], program[1:]
         merge_env(main, env)

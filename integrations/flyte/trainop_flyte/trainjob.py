@@ -6,8 +6,9 @@ resourcesPerNode, env); the runtime says the rest (the ML policy and its env con
 template, gang scheduling). The TrainJob is planned with its runtime when the task is defined (the
 runtimes trainop finds: $TRAINOP_RUNTIMES, else its defaults) and travels as the planned job, as a
 TrainJob command task does. Where the runtime's ML policy starts its processes through a launcher
-(torch: `torchrun`, which reads the PET_* variables the policy sets), the function runs under that
-launcher, once per process, and the process of rank 0 is the primary one.
+(torch: `torchrun`, which reads the PET_* variables the policy sets; mpi: the launcher pod's
+`mpirun`, the nodes hosting the ranks), the function runs under that launcher, once per process,
+and the process of rank 0 is the primary one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from flytekit import Resources
 
 from trainop_core.api import trainjob as v2
 from trainop_core.api.load import Document
+from trainop_core.kinds.mpi import mpi_program
 from trainop_core.runtimes.kind import PlannedTrainJob
+from trainop_core.runtimes.policies.base import LAUNCHER, NODE
 from trainop_core.runtimes.prepare import planned_manifest, prepare_trainjob
 from trainop_flyte.spec import Container, resource_requirements
 
@@ -30,6 +33,7 @@ from trainop_flyte.spec import Container, resource_requirements
 LAUNCHERS: dict[str, tuple[tuple[str, ...], str]] = {
     "torch": (("torchrun", "--no-python"), "RANK"),
 }
+MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")  # what mpirun gives each rank
 PLACEHOLDER_NAME = "flyte-task"  # the connector names each attempt's job
 
 
@@ -112,16 +116,30 @@ def planned_job_manifest(
     return manifest
 
 
-def launcher_program(manifest: Mapping[str, Any], argv: list[str]) -> list[str] | None:
-    """`argv` under the launcher of the planned TrainJob's ML policy; None for any other job."""
-    launcher = _launcher(manifest.get("kind"), (manifest.get("spec") or {}).get("mlPolicy"))
-    return [*launcher[0], *argv] if launcher is not None else None
+def is_trainjob(manifest: Mapping[str, Any]) -> bool:
+    return manifest.get("kind") == v2.TRAINJOB
+
+
+def trainjob_program(manifest: Mapping[str, Any], rtype: str, argv: list[str]) -> list[str] | None:
+    """How replica type `rtype` of a planned TrainJob runs `argv`, as its ML policy starts
+    processes: under torchrun on every node (torch); under the launcher's mpirun, the nodes only
+    hosting the ranks (mpi: None, they idle, as an MPIJob's workers); else as it is."""
+    policy = str((manifest.get("spec") or {}).get("mlPolicy"))
+    if policy == "mpi":
+        return mpi_program(LAUNCHER if rtype.lower() == LAUNCHER.lower() else NODE, argv)
+    launcher = _launcher(manifest.get("kind"), policy)
+    return [*launcher[0], *argv] if launcher is not None else list(argv)
 
 
 def launched_rank(job: Any, environ: Mapping[str, str]) -> int | None:
     """The rank the launcher of a planned TrainJob's policy gave this process, else None."""
-    launcher = _launcher(job.kind, getattr(job.spec, "ml_policy", None))
-    value = environ.get(launcher[1], "") if launcher is not None else ""
+    policy = getattr(job.spec, "ml_policy", None)
+    if job.kind == v2.TRAINJOB and policy == "mpi":
+        names: tuple[str, ...] = MPI_RANK_ENV
+    else:
+        launcher = _launcher(job.kind, policy)
+        names = (launcher[1],) if launcher is not None else ()
+    value = next((environ[n] for n in names if n in environ), "")
     return int(value) if value.isdigit() else None
 
 
