@@ -36,3 +36,44 @@ def test_stopping_kills_the_command(tmp_path: Path) -> None:
     number = execs.start(specs, "pi-worker-0", ["sleep", "600"])
     execs.stop(number)
     assert execs.read(number, 0, timeout=5.0)["code"] not in (None, 0)
+
+
+def read_to_end(execs: Execs, number: int, offset: int = 0) -> tuple[bytes, int]:
+    out, code = b"", None
+    while code is None:
+        answer = execs.read(number, offset, timeout=5.0)
+        out, offset, code = out + answer["data"], answer["offset"], answer["code"]
+    return out, code
+
+
+def test_a_talkative_command_keeps_a_bounded_tail_in_memory_and_nothing_on_disk(
+    tmp_path: Path,
+) -> None:
+    """20 MiB of output not read while it is written: the oldest is dropped with a marker that
+    says how much, the newest is kept, and no file on the node grows with it."""
+    execs, specs = execs_for(tmp_path)
+    limit = 1024 * 1024
+    execs.limit = limit
+    before = sorted(p.name for p in tmp_path.iterdir())
+    number = execs.start(
+        specs,
+        "pi-worker-0",
+        ["yes", "0123456789abcdef", "|", "head", "-c", "20971520;", "echo", "END"],
+    )
+    proc = execs._procs[number].proc
+    proc.wait(timeout=60)
+    out, code = read_to_end(execs, number)
+    assert code == 0
+    assert out.startswith(b"\n--- trainop: ") and b"bytes of older output dropped ---" in out
+    assert out.endswith(b"END\n") and len(out) <= limit + 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_command_that_leaves_a_process_holding_its_output_still_ends(tmp_path: Path) -> None:
+    execs, specs = execs_for(tmp_path)
+    number = execs.start(specs, "pi-worker-0", ["sleep", "600", "&", "echo", "started"])
+    try:
+        out, code = read_to_end(execs, number)
+        assert (out.strip(), code) == (b"started", 0)
+    finally:
+        execs.stop(number)  # the whole group: the sleep too

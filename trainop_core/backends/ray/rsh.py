@@ -27,10 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainop_core.backends.ray.logbuffer import LogBuffer
 from trainop_core.private_files import replace
 
 AGENT_NAME = "exec-agent"
-READ_LIMIT_BYTES = 256 * 1024
+READ_LIMIT_BYTES = 256 * 1024  # per answer to the agent
+EXEC_LIMIT_BYTES = 8 * 1024 * 1024  # output kept per command not yet read (oldest dropped)
+PUMP_CHUNK_BYTES = 64 * 1024
+POLL_SECONDS = 0.05  # how often a waiting read looks whether the command exited
+EXIT_GRACE = 1.0  # seconds after the exit that output still held open by its leftovers is read
 
 
 def node_dir(uid: str) -> Path:
@@ -45,11 +50,16 @@ def write_agent(path: Path, gcs_address: str, namespace: str, job: str) -> Path:
 
 
 class Execs:
-    """Commands run in a replica's pod on request (`start`), followed (`read`) and stopped."""
+    """Commands run in a replica's pod on request (`start`), followed (`read`) and stopped.
 
-    def __init__(self, root: Path) -> None:
+    A command's output is kept in memory, bounded (`EXEC_LIMIT_BYTES`, the oldest dropped with a
+    marker, as a replica's log is): it is read by the agent as it comes, so nothing on the node's
+    disk grows with it (mpirun's daemons can talk for as long as the job runs)."""
+
+    def __init__(self, root: Path, limit: int = EXEC_LIMIT_BYTES) -> None:
         self.root = root
-        self._procs: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
+        self.limit = limit
+        self._procs: dict[int, _Exec] = {}
         self._lock = threading.Lock()
 
     def start(self, specs: Path, pod: str, argv: list[str]) -> int:
@@ -58,28 +68,39 @@ class Execs:
 
         command = (sys.executable, "-m", "trainop_core.backends.process.podexec", str(specs), pod)
         step = Step("exec", (*command, *argv), dict(os.environ), str(self.root))
+        read_end, write_end = os.pipe()
+        try:
+            with os.fdopen(write_end, "wb") as out:  # the parent's copy closes once spawned
+                proc = spawn_from_threads(step, out, {})
+        except BaseException:
+            os.close(read_end)
+            raise
+        running = _Exec(proc, LogBuffer(self.limit))
         with self._lock:
             number = len(self._procs)
-            log = self.root / f"exec-{number}.log"
-            with log.open("wb") as out:
-                self._procs[number] = (spawn_from_threads(step, out, {}), log)
+            self._procs[number] = running
+        threading.Thread(target=running.pump, args=(read_end,), name=f"exec-{number}",
+                         daemon=True).start()  # fmt: skip
         return number
 
     def read(self, number: int, offset: int, timeout: float) -> dict[str, Any]:
-        """Output from `offset` on, and the exit code once the command ended and all was read."""
-        proc, log = self._procs[number]
+        """Output from `offset` on, and the exit code once the command ended and all was read.
+        The command has ended when it exited and its output closed, or EXIT_GRACE seconds after
+        it exited (a process it left behind may hold the output open)."""
+        running = self._procs[number]
         deadline = time.monotonic() + timeout
-        while proc.poll() is None and log.stat().st_size <= offset and time.monotonic() < deadline:
-            time.sleep(0.05)
-        code = proc.poll()
-        with log.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read(READ_LIMIT_BYTES)
-        done = code is not None and offset + len(data) >= log.stat().st_size
-        return {"data": data, "offset": offset + len(data), "code": code if done else None}
+        with running.cond:
+            while running.output.end <= offset and not running.ended():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                running.cond.wait(min(left, POLL_SECONDS))
+            data, after = running.output.read(offset, READ_LIMIT_BYTES)
+            done = running.ended() and after >= running.output.end
+        return {"data": data, "offset": after, "code": running.proc.poll() if done else None}
 
     def stop(self, number: int) -> None:
-        proc, _ = self._procs[number]
+        proc = self._procs[number].proc
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -88,6 +109,35 @@ class Execs:
     def close(self) -> None:
         for number in list(self._procs):
             self.stop(number)
+
+
+class _Exec:
+    """One command: its process and its output, filled by `pump` until the pipe closes."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], output: LogBuffer) -> None:
+        self.proc, self.output = proc, output
+        self.cond = threading.Condition()
+        self.eof = False
+        self.exited_at: float | None = None
+
+    def ended(self) -> bool:
+        """Exited, and its output closed or EXIT_GRACE passed since (call with `cond` held)."""
+        if self.proc.poll() is None:
+            return False
+        now = time.monotonic()
+        if self.exited_at is None:
+            self.exited_at = now
+        return self.eof or now - self.exited_at >= EXIT_GRACE
+
+    def pump(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(PUMP_CHUNK_BYTES):
+                with self.cond:
+                    self.output.append(chunk)
+                    self.cond.notify_all()
+        with self.cond:
+            self.eof = True
+            self.cond.notify_all()
 
 
 def main(argv: list[str] | None = None) -> int:
