@@ -207,10 +207,7 @@ class Applier:
                     return None
             return name
 
-        done = [name for name in self._each(delete, names) if name is not None]
-        if done:
-            message = done_message("Deleted", res.kind, done)
-            self.record(job, "Normal", f"SuccessfulDelete{res.kind}", message)
+        self._record_done(job, "Delete", res, self._each(delete, names))
 
     def _create(self, job: Obj, res: Resource, objs: list[Obj], key: str, out: Outcome) -> None:
         if not objs:
@@ -235,10 +232,14 @@ class Applier:
                     return None
             return name
 
-        done = [name for name in self._each(create, objs) if name is not None]
+        self._record_done(job, "Create", res, self._each(create, objs))
+
+    def _record_done(self, job: Obj, verb: str, res: Resource, names: list[str | None]) -> None:
+        """One Successful<verb><Kind> Event naming the children a batch wrote (None: failed)."""
+        done = [name for name in names if name is not None]
         if done:
-            message = done_message("Created", res.kind, done)
-            self.record(job, "Normal", f"SuccessfulCreate{res.kind}", message)
+            message = done_message(f"{verb}d", res.kind, done)
+            self.record(job, "Normal", f"Successful{verb}{res.kind}", message)
 
     def _deletion_seen(self, res: Resource, ns: str, name: str, lost: ApiError) -> ApiError | None:
         """What a delete whose answer was `lost` did (it is never sent twice): None when the

@@ -28,9 +28,9 @@ from trainop_core.backends.kubernetes.logs import follow_logs, read_logs
 from trainop_core.backends.kubernetes.pods import Pods
 from trainop_core.backends.kubernetes.queue import KueueWorkloads
 from trainop_core.backends.kubernetes.trainjobs import (
-    SERVER_FIELDS,
     TRAINJOB_KIND,
     ClusterRuntimes,
+    for_create,
     is_trainjob,
     planned_view,
     trainjob_body,
@@ -272,9 +272,4 @@ def _body(job: TrainingJob, kind: Kind, namespace: str) -> dict[str, Any]:
     """The wire form to POST: the kind's canonical spelling, no status or server-set fields."""
     body = job.to_dict()
     body["kind"] = kind.kind
-    body.pop("status", None)
-    metadata = body.setdefault("metadata", {})
-    metadata["namespace"] = namespace
-    for field in SERVER_FIELDS:
-        metadata.pop(field, None)
-    return body
+    return for_create(body, namespace)

@@ -119,6 +119,12 @@ def trainjob_body(data: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     server-set fields."""
     body = copy.deepcopy(dict(data))
     body["apiVersion"], body["kind"] = v2.API_VERSION, v2.TRAINJOB
+    return for_create(body, namespace)
+
+
+def for_create(body: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """`body` (changed in place) made ready to POST to `namespace`: no status, no server-set
+    metadata. Every kind's create goes through it."""
     body.pop("status", None)
     metadata = body.setdefault("metadata", {})
     metadata["namespace"] = namespace
