@@ -224,7 +224,7 @@ def test_certificates_are_renewed_before_expiry_and_admission_never_stops(
         op = run_operator(webhook=options).wait_started()
         wait_for(lambda: op.get("/readyz")[0] == 200, what="/readyz")
         serving, authorities, bundles = set(), set(), set()
-        while len(authorities) < 2 or len(serving) < 4:
+        while len(authorities) < 2 or len(serving) < 4 or len(bundles) < 2:
             secret = cluster.rest.get(secret_path)["data"]
             serving.add(secret["tls.crt"])
             authorities.add(split_bundle(_b64(secret["ca.crt"]))[0])
