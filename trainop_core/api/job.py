@@ -10,7 +10,14 @@ from typing import Any
 
 from pydantic import Field
 
-from trainop_core.api.types import ApiModel, JobStatus, ObjectMeta, ReplicaSpec, RunPolicy
+from trainop_core.api.types import (
+    ApiModel,
+    JobStatus,
+    NamedByMetadata,
+    ObjectMeta,
+    ReplicaSpec,
+    RunPolicy,
+)
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -24,7 +31,7 @@ class JobSpec(ApiModel):
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
 
 
-class TrainingJob(ApiModel):
+class TrainingJob(NamedByMetadata, ApiModel):
     """A job of any kind. `kind` names its kind module; `spec` is that kind's spec model."""
 
     api_version: str = API_VERSION
@@ -32,14 +39,6 @@ class TrainingJob(ApiModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: JobSpec
     status: JobStatus | None = None
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
 
     @property
     def key(self) -> str:

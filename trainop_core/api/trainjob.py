@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from trainop_core.api.types import ApiModel, ObjectMeta, Time
+from trainop_core.api.types import ApiModel, NamedByMetadata, ObjectMeta, Time
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
@@ -118,20 +118,12 @@ class TrainJobStatus(ApiModel):
     planner_status: dict[str, Any] | None = None
 
 
-class TrainJob(ApiModel):
+class TrainJob(NamedByMetadata, ApiModel):
     api_version: str = API_VERSION
     kind: str = TRAINJOB
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: TrainJobSpec
     status: TrainJobStatus | None = None
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
 
 
 # --- runtimes ------------------------------------------------------------------------------------

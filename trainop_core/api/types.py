@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
@@ -175,3 +175,19 @@ class ObjectMeta(ApiModel):
     finalizers: list[str] | None = None
     managed_fields: list[dict[str, Any]] | None = None
     self_link: str | None = None
+
+
+class NamedByMetadata:
+    """`name` and `namespace` of a Kubernetes object model read from its `metadata` (a mixin of
+    properties only: no field, so the model's fields and their dumped order are its own)."""
+
+    if TYPE_CHECKING:
+        metadata: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
