@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainop_core.kinds.table import KindRegistry
-from trainop_core.testing.controlplane import ControlPlane
+from trainop_core.testing.controlplane import ControlPlane, http_ok
 from trainop_core.testing.rest import Rest, RestError
 
 Obj = dict[str, Any]
@@ -236,13 +236,7 @@ class Process:
         return self.popen.poll() is None
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.probe_port}/readyz", timeout=5
-            ) as answer:
-                return bool(answer.status == 200)
-        except OSError:
-            return False
+        return http_ok(f"http://127.0.0.1:{self.probe_port}/readyz", timeout=5)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(

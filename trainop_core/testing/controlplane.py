@@ -340,7 +340,7 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        self._wait_ready("etcd", lambda: _http_ok(f"{client}/health"))
+        self._wait_ready("etcd", lambda: http_ok(f"{client}/health"))
 
     def _start_apiserver(self, binaries: KubeBinaries) -> None:
         port = _free_port()
@@ -406,7 +406,7 @@ class ControlPlane:
             ],
         )
         self._wait_ready(
-            "kube-controller-manager", lambda: _http_ok(f"https://127.0.0.1:{port}/healthz")
+            "kube-controller-manager", lambda: http_ok(f"https://127.0.0.1:{port}/healthz")
         )
 
     def _wait_ready(self, name: str, ready: Callable[[], bool]) -> None:
@@ -498,14 +498,16 @@ def _free_port() -> int:
         return port
 
 
-def _http_ok(url: str) -> bool:
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """Does a GET of `url` (a probe of our own child process: http, or https unverified) answer
+    200 within `timeout` seconds?"""
     import ssl
 
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE  # only a liveness probe of our own child process
     try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             return bool(resp.status == 200)
     except OSError:
         return False

@@ -27,7 +27,6 @@ import json
 import os
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 from trainop_core.kinds.table import builtin_kinds
 
 from .binaries import build_go_packages
-from .controlplane import ControlPlane, ControlPlaneError, free_port
+from .controlplane import ControlPlane, ControlPlaneError, free_port, http_ok
 from .rest import Obj, RestError
 
 #: The one place Kueue's version is pinned (see docs/architecture.md, "Kueue in the tests").
@@ -284,13 +283,7 @@ class Kueue:
         return path
 
     def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.health_port}/readyz", timeout=2
-            ) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
+        return http_ok(f"http://127.0.0.1:{self.health_port}/readyz")
 
     def _register(self, config: Obj) -> None:
         plural = _PLURALS[config["kind"]]
