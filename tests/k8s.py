@@ -22,8 +22,10 @@ scheduler-plugins) from the start, so kube-controller-manager's garbage collecto
 
 from __future__ import annotations
 
+import http.client
 import re
 import secrets
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -243,3 +245,18 @@ def idle_seconds(request: pytest.FixtureRequest) -> float:
     """How long an idle-operator test waits: 12 s, or with --soak 630 s (10.5 min: every
     default 20-40 s watch ends many times, and idle resources get their once-a-minute bookmarks)."""
     return 630.0 if request.config.getoption("--soak") else 12.0
+
+
+def scrape(port: int, ca_pem: bytes, token: str | None) -> tuple[int, str]:
+    """GET https://127.0.0.1:`port`/metrics as a Prometheus with `token` would, verifying the
+    server against `ca_pem`: the status and the body."""
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    try:
+        conn.request(
+            "GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {}
+        )
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import http.client
-import ssl
 import subprocess
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import yaml
 from builders import make_job
 from decorator_servers import free_port
 from deploy_manifests import Manifest, kustomize
-from k8s import K8s
+from k8s import K8s, scrape
 
 from trainop_core.kinds.table import KindRegistry, build_registry
 from trainop_core.operator import kube, metrics_auth
@@ -325,20 +324,6 @@ def test_every_request_of_an_operator_running_trainjobs_is_granted(
 
 
 # --- /metrics: HTTPS, and only for whom the API server authorizes ---------------------------
-def scrape(port: int, ca_pem: bytes, token: str | None) -> tuple[int, str]:
-    """GET https://127.0.0.1:`port`/metrics, verifying the server against `ca_pem`."""
-    context = ssl.create_default_context(cadata=ca_pem.decode())
-    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
-    try:
-        conn.request(
-            "GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {}
-        )
-        answer = conn.getresponse()
-        return answer.status, answer.read().decode()
-    finally:
-        conn.close()
-
-
 def test_metrics_are_served_over_https_only_to_whom_the_api_server_authorizes(k8s: K8s) -> None:
     """The operator as the manifests' ServiceAccount, with its defaults (HTTPS, a self-signed
     certificate): Prometheus's ServiceAccount bound to the manifests' metrics-reader role reads

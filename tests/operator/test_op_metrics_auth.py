@@ -5,7 +5,6 @@ recorded client. (Who may read what, as the manifests' ServiceAccounts: tests/de
 
 from __future__ import annotations
 
-import http.client
 import ssl
 from collections.abc import Callable
 from datetime import timedelta
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from k8s import scrape
 from opkit import Cluster, RunningOperator, wait_for
 
 from trainop_core.operator.kube import ApiError
@@ -26,19 +26,6 @@ from trainop_core.operator.webhook.certs import KeyPair, new_ca, new_serving
 from trainop_core.private_files import write_new
 
 YEAR = timedelta(days=365)
-
-
-def scrape(port: int, ca_pem: bytes, token: str | None) -> tuple[int, str]:
-    context = ssl.create_default_context(cadata=ca_pem.decode())
-    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
-    try:
-        conn.request(
-            "GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {}
-        )
-        answer = conn.getresponse()
-        return answer.status, answer.read().decode()
-    finally:
-        conn.close()
 
 
 def write_pair(directory: Path, ca: KeyPair) -> None:
