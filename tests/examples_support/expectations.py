@@ -11,6 +11,21 @@ Usage from a test (no package needed):
         "expectations", pathlib.Path(__file__).parent / "examples_support" / "expectations.py")
 """
 
+# What examples/jax/logreg.py prints when 2 processes really train together, as a JAXJob or a
+# TrainJob: the collective works, each has half the data, the loss fell, the parameters agree.
+JAX_LOGREG_LINES = (
+    r"rank=1 world_size=2",
+    r"rank=1 psum\(rank\+1\)=3 expected=3 OK",
+    r"rank=0 train_shard=2000 of 4000",
+    r"rank=1 train_shard=2000 of 4000",
+    r"rank=0 loss_first=0\.69\d+ loss_last=0\.\d+ loss_fell=True",
+    r"rank=1 loss_first=0\.69\d+ loss_last=0\.\d+ loss_fell=True",
+    r"rank=0 params_sha=\w+ params_identical=True",
+    r"rank=1 params_sha=\w+ params_identical=True",
+    r"final: world_size=2",
+    r"^accuracy=0\.(8|9)\d+",
+)
+
 EXAMPLES = {
     "examples/pytorch/ddp.yaml": {
         "replicas": {"Master": 1, "Worker": 2},
@@ -81,36 +96,14 @@ EXAMPLES = {
     "examples/jax/logreg.yaml": {
         # JAXJob: 2 processes, gradients pmean-ed over gloo every step.
         "replicas": {"Worker": 2},
-        "must_match": [
-            r"rank=1 world_size=2",
-            r"rank=1 psum\(rank\+1\)=3 expected=3 OK",
-            r"rank=0 train_shard=2000 of 4000",
-            r"rank=1 train_shard=2000 of 4000",
-            r"rank=0 loss_first=0\.69\d+ loss_last=0\.\d+ loss_fell=True",
-            r"rank=1 loss_first=0\.69\d+ loss_last=0\.\d+ loss_fell=True",
-            r"rank=0 params_sha=\w+ params_identical=True",
-            r"rank=1 params_sha=\w+ params_identical=True",
-            r"final: world_size=2",
-            r"^accuracy=0\.(8|9)\d+",
-        ],
+        "must_match": JAX_LOGREG_LINES,
         "timeout_s": 120,
         "measured_s": 4.5,
     },
     "examples/jax/logreg-trainjob.yaml": {
         # The same training as a TrainJob: the jax ML policy's JAX_* contract.
         "replicas": {"Node": 2},
-        "must_match": [
-            r"rank=1 world_size=2",
-            r"rank=1 psum\(rank\+1\)=3 expected=3 OK",
-            r"rank=0 train_shard=2000 of 4000",
-            r"rank=1 train_shard=2000 of 4000",
-            r"rank=0 loss_first=0\.69\d+ loss_last=0\.\d+ loss_fell=True",
-            r"rank=1 loss_first=0\.69\d+ loss_last=0\.\d+ loss_fell=True",
-            r"rank=0 params_sha=\w+ params_identical=True",
-            r"rank=1 params_sha=\w+ params_identical=True",
-            r"final: world_size=2",
-            r"^accuracy=0\.(8|9)\d+",
-        ],
+        "must_match": JAX_LOGREG_LINES,
         "timeout_s": 120,
         "measured_s": 3.5,
     },
