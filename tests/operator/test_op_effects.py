@@ -121,10 +121,17 @@ def test_a_plan_that_writes_the_status_creates_children_without_reading_the_job(
     assert cluster.get_job("PyTorchJob", "first")["status"]["startTime"]
 
 
+def has_run(job: dict[str, Any]) -> dict[str, Any]:
+    """The cached job as it is once the operator has written a condition (no longer its first
+    plan: its children are created only after the status write proved it alive)."""
+    created = {"type": "Created", "status": "True", "reason": "PyTorchJobCreated"}
+    return {**job, "status": {"conditions": [created]}}
+
+
 def test_a_deleted_job_whose_status_write_fails_gets_no_children(
     cluster: Cluster, applier: Applier
 ) -> None:
-    cached = stored_job(cluster, "gone")
+    cached = has_run(stored_job(cluster, "gone"))
     cluster.delete_job("PyTorchJob", "gone")
     before = pod_creations(cluster)
     plan = Plan(create_pods=[pod(cached, "gone-master-0")], status=started())
@@ -136,7 +143,7 @@ def test_a_deleted_job_whose_status_write_fails_gets_no_children(
 def test_a_recreated_job_makes_the_guarded_status_write_lose_and_creates_nothing(
     cluster: Cluster, applier: Applier
 ) -> None:
-    cached = stored_job(cluster, "again")
+    cached = has_run(stored_job(cluster, "again"))
     cluster.delete_job("PyTorchJob", "again")
     stored_job(cluster, "again")  # a new uid
     before = pod_creations(cluster)
@@ -165,3 +172,56 @@ def test_children_are_written_several_at_a_time_and_a_failure_spares_the_others(
     assert (
         applier.expectations.satisfied(f"PyTorchJob/{cluster.namespace}/many/pods") is False
     )  # 5 to see
+
+
+def pod_deletions(cluster: Cluster) -> int:
+    return int(cluster.proxy.stats.requests[("delete", "pods")])
+
+
+def live_pods_named(cluster: Cluster, name: str) -> list[str]:
+    """Pods of that name not being deleted (a bound pod's deletion waits for its kubelet)."""
+    pods = cluster.core.list_namespaced_pod(cluster.namespace).items
+    return [p.metadata.name for p in pods
+            if p.metadata.name == name and p.metadata.deletion_timestamp is None]  # fmt: skip
+
+
+def test_a_first_plan_creates_the_children_then_writes_the_status(
+    cluster: Cluster, applier: Applier
+) -> None:
+    job = stored_job(cluster, "first-plan")
+    reads, deletions = job_reads(cluster), pod_deletions(cluster)
+    mark = len(cluster.proxy.stats.answered)
+    plan = Plan(create_pods=[pod(job, f"first-plan-worker-{i}") for i in range(2)])
+    plan.status = started()
+    assert applier.apply(job, plan, None).errors == []
+    assert pods_named(cluster, "first-plan-worker-1") == ["first-plan-worker-1"]
+    assert cluster.get_job("PyTorchJob", "first-plan")["status"]["startTime"]
+    assert (job_reads(cluster), pod_deletions(cluster)) == (reads, deletions)
+    answers = [(i.verb, i.resource) for _, i, _ in cluster.proxy.stats.answered[mark:]]
+    assert answers.index(("update", "pytorchjobs/status")) > answers.index(("create", "pods"))
+
+
+def test_children_made_by_a_first_plan_for_a_deleted_job_are_deleted_at_once(
+    cluster: Cluster, applier: Applier
+) -> None:
+    cached = stored_job(cluster, "gone-first")
+    cluster.delete_job("PyTorchJob", "gone-first")
+    plan = Plan(create_pods=[pod(cached, "gone-first-master-0")], status=started())
+    created, deleted = pod_creations(cluster), pod_deletions(cluster)
+    assert applier.apply(cached, plan, None).errors == []
+    assert pod_creations(cluster) - created == pod_deletions(cluster) - deleted == 1
+    assert live_pods_named(cluster, "gone-first-master-0") == []
+
+
+def test_children_made_by_a_first_plan_for_a_recreated_job_are_deleted_and_the_plan_redone(
+    cluster: Cluster, applier: Applier
+) -> None:
+    cached = stored_job(cluster, "again-first")
+    cluster.delete_job("PyTorchJob", "again-first")
+    stored_job(cluster, "again-first")  # a new uid: the guarded status write loses
+    plan = Plan(create_pods=[pod(cached, "again-first-master-0")], status=started())
+    deleted = pod_deletions(cluster)
+    with pytest.raises(StatusConflict):
+        applier.apply(cached, plan, None)
+    assert pod_deletions(cluster) - deleted == 1
+    assert live_pods_named(cluster, "again-first-master-0") == []

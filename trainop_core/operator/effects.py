@@ -5,6 +5,10 @@ but a plan that creates children writes the job (annotations, status) first. Its
 created only after the server has shown that the job still exists, with the cached uid and not
 being deleted: the answer to that write (guarded by the cached resourceVersion) shows it, so a
 job's first reconcile costs no extra request, and a plan that does not write the job reads it.
+A job's first plan, when it only creates pods and Services and writes the status, creates first
+and writes the status after, as upstream does: the same proof, one round trip later, and what was
+created for a job the answer shows gone or going is deleted at once
+(`Applier._apply_children_first`).
 Children are written several at a time when the applier has a writer pool (the manager's).
 Expectations are raised *before* each batch of creations/deletions and lowered at once for calls
 that will never produce an informer event (failed calls, 404 on delete, 409 AlreadyExists on
@@ -114,15 +118,11 @@ class Applier:
         out = Outcome()
         pending = self.objects.pending(job, plan.apply_objects)
         creates = bool(plan.create_pods or plan.create_services or pending)
+        if creates and self._children_first(job, plan, pending):
+            return self._apply_children_first(job, plan, on_status, on_write, out)
         if creates:
-            cached = job
-            try:
-                job, written = self._write_job(job, plan, on_status, on_write)
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
-                return out  # the job is gone
-            if not self._owner_alive(cached, written, out):
+            job, alive = self._prove_owner(job, plan, on_status, on_write, out)
+            if not alive:
                 return out  # the job is gone or going: children made now would be orphans
         ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
         pods_key, services_key = expectation_keys(self.kind, ns, name)
@@ -130,8 +130,7 @@ class Applier:
         self._delete(job, SERVICES, plan.delete_services, services_key, out)
         self._pod_group(job, plan, pod_group, out)
         if self.objects.apply(job, pending, out.errors):  # pods may need them (upstream's order)
-            self._create(job, PODS, plan.create_pods, pods_key, out)
-            self._create(job, SERVICES, plan.create_services, services_key, out)
+            self._create(job, plan, out)
         if not creates:
             job, _ = self._write_job(job, plan, on_status, on_write)
         for event in plan.events:
@@ -140,6 +139,78 @@ class Applier:
         if plan.delete_job:
             self._delete_job(job, out)
         return out
+
+    def _prove_owner(
+        self,
+        job: Obj,
+        plan: Plan,
+        on_status: Callable[[Obj, tuple[str, ...]], None] | None,
+        on_write: Callable[[Obj], None] | None,
+        out: Outcome,
+    ) -> tuple[Obj, bool]:
+        """Write the job (`_write_job`) and tell from the answer whether it is alive: (the job
+        now, True), or (the cached job, False) when it is gone, re-created or being deleted."""
+        try:
+            written_job, written = self._write_job(job, plan, on_status, on_write)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            return job, False
+        return written_job, self._owner_alive(job, written, out)
+
+    def _children_first(self, job: Obj, plan: Plan, pending: list[Obj]) -> bool:
+        """May the children go out before the job's status write, as upstream's do? Only for a
+        job's first plan (no condition written yet: no pod of it can have been running, nor
+        deleted by the garbage collector ahead of the job's own deletion event) that creates
+        pods and Services and otherwise only writes the status: nothing the pods need first
+        (objects, a PodGroup, annotations) and nothing to delete."""
+        return bool(
+            not (job.get("status") or {}).get("conditions")
+            and plan.status is not None
+            and not (pending or plan.job_annotations or plan.delete_pods or plan.delete_services)
+            and not (
+                self.pod_group_resource is not None
+                and (plan.pod_group is not None or plan.delete_pod_group)
+            )
+            and not plan.delete_job
+        )
+
+    def _apply_children_first(
+        self,
+        job: Obj,
+        plan: Plan,
+        on_status: Callable[[Obj, tuple[str, ...]], None] | None,
+        on_write: Callable[[Obj], None] | None,
+        out: Outcome,
+    ) -> Outcome:
+        """A new job's children, then its status write: its pods start one round trip sooner.
+        The status answer still proves the owner alive, only afterwards: if it shows the job
+        gone, re-created or being deleted, the children just made are deleted at once (the
+        garbage collector would remove them too: their owner reference names the cached uid),
+        so none is left for a deleted job."""
+        cached = job
+        pods, services = self._create(job, plan, out)
+        try:
+            job, alive = self._prove_owner(job, plan, on_status, on_write, out)
+        except StatusConflict:
+            if not self._owner_alive(cached, None, out):
+                self._remove_orphans(cached, pods, services, out)
+            raise
+        if not alive:
+            self._remove_orphans(cached, pods, services, out)
+            return out
+        for event in plan.events:
+            self.record(job, event.type, event.reason, event.message)
+        self._count(job, plan)
+        return out
+
+    def _remove_orphans(self, job: Obj, pods: list[str], services: list[str], out: Outcome) -> None:
+        """Delete the children just created for a job that turned out gone or going."""
+        ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
+        pods_key, services_key = expectation_keys(self.kind, ns, name)
+        log.info("%s %s/%s is gone: deleting the children just created", self.kind.kind, ns, name)
+        self._delete(job, PODS, pods, pods_key, out)
+        self._delete(job, SERVICES, services, services_key, out)
 
     def _write_job(
         self,
@@ -209,13 +280,21 @@ class Applier:
 
         self._record_done(job, "Delete", res, self._each(delete, names))
 
-    def _create(self, job: Obj, res: Resource, objs: list[Obj], key: str, out: Outcome) -> None:
-        if not objs:
-            return
-        self.expectations.expect(key, adds=len(objs))
-        ns = job["metadata"].get("namespace", "default")
+    def _create(self, job: Obj, plan: Plan, out: Outcome) -> tuple[list[str], list[str]]:
+        """Create the plan's pods and Services, all at once on the pool (pods do not wait for
+        their Services: they need them only to be reached); the names of those created."""
+        ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
+        pods_key, services_key = expectation_keys(self.kind, ns, name)
+        batches = [
+            (PODS, plan.create_pods, pods_key),
+            (SERVICES, plan.create_services, services_key),
+        ]
+        for _, objs, key in batches:
+            if objs:
+                self.expectations.expect(key, adds=len(objs))
 
-        def create(obj: Obj) -> str | None:
+        def create(item: tuple[Resource, str, Obj]) -> str | None:
+            res, key, obj = item
             name = str(obj.get("metadata", {}).get("name", ""))
             obj_ns = obj.get("metadata", {}).get("namespace") or ns
             try:
@@ -232,14 +311,21 @@ class Applier:
                     return None
             return name
 
-        self._record_done(job, "Create", res, self._each(create, objs))
+        names = self._each(create, [(res, key, obj) for res, objs, key in batches for obj in objs])
+        pods = self._record_done(job, "Create", PODS, names[: len(plan.create_pods)])
+        services = self._record_done(job, "Create", SERVICES, names[len(plan.create_pods) :])
+        return pods, services
 
-    def _record_done(self, job: Obj, verb: str, res: Resource, names: list[str | None]) -> None:
-        """One Successful<verb><Kind> Event naming the children a batch wrote (None: failed)."""
+    def _record_done(
+        self, job: Obj, verb: str, res: Resource, names: list[str | None]
+    ) -> list[str]:
+        """One Successful<verb><Kind> Event naming the children a batch wrote (None: failed);
+        their names."""
         done = [name for name in names if name is not None]
         if done:
             message = done_message(f"{verb}d", res.kind, done)
             self.record(job, "Normal", f"Successful{verb}{res.kind}", message)
+        return done
 
     def _deletion_seen(self, res: Resource, ns: str, name: str, lost: ApiError) -> ApiError | None:
         """What a delete whose answer was `lost` did (it is never sent twice): None when the
