@@ -160,3 +160,19 @@ def test_python_dash_m_runs_and_importing_the_package_does_not_import_kubernetes
         text=True,
     )
     assert done.returncode == 2 and "known kinds" in done.stderr
+
+
+def test_the_operator_process_keeps_its_startup_objects_out_of_the_cycle_collector() -> None:
+    """In the process's main thread (`python -m trainop_core.operator`) everything alive at
+    start is frozen; an operator run in a thread of another process (tests) freezes nothing."""
+    code = (
+        "import gc, threading\n"
+        "from trainop_core.operator.run import _freeze_startup_objects\n"
+        "t = threading.Thread(target=_freeze_startup_objects); t.start(); t.join()\n"
+        "print(gc.get_freeze_count())\n"
+        "_freeze_startup_objects()\n"
+        "print(gc.get_freeze_count())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    in_thread, in_main = (int(n) for n in out.stdout.split())
+    assert in_thread == 0 and in_main > 10_000

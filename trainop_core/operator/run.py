@@ -6,6 +6,7 @@ Exit codes: 0 clean shutdown, 1 startup failure or lost leadership, 2 invalid fl
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -45,7 +46,19 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"trainop operator: cannot start: {exc}", file=sys.stderr)
         return 1
     _on_signals(manager.shutdown)
+    _freeze_startup_objects()
     return manager.run()
+
+
+def _freeze_startup_objects() -> None:
+    """Collect once, then keep every object alive now (modules, classes, the models' validators)
+    out of the cycle collector's scans for good (`gc.freeze`, as long-running CPython servers
+    do): they live as long as the process, and a full collection scanned them each time, a pause
+    of 60-90 ms in the middle of reconciles. Only in the process's own operator (main thread),
+    not when a test runs the operator in a thread of its process."""
+    if threading.current_thread() is threading.main_thread():
+        gc.collect()
+        gc.freeze()
 
 
 def _on_signals(stop: Callable[[], None]) -> None:
