@@ -281,15 +281,13 @@ class Applier:
         self._record_done(job, "Delete", res, self._each(delete, names))
 
     def _create(self, job: Obj, plan: Plan, out: Outcome) -> tuple[list[str], list[str]]:
-        """Create the plan's pods and Services, all at once on the pool (pods do not wait for
-        their Services: they need them only to be reached); the names of those created."""
+        """Create the plan's pods, then its Services (each batch several at once on the pool);
+        the names of those created. One batch of both was measured slower with 300 jobs created
+        at once (12.0-12.2 against 15.9-17.3 jobs/s): it lengthens each burst the kubelets'
+        writes wait behind."""
         ns, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
         pods_key, services_key = expectation_keys(self.kind, ns, name)
-        batches = [
-            (PODS, plan.create_pods, pods_key),
-            (SERVICES, plan.create_services, services_key),
-        ]
-        for _, objs, key in batches:
+        for objs, key in ((plan.create_pods, pods_key), (plan.create_services, services_key)):
             if objs:
                 self.expectations.expect(key, adds=len(objs))
 
@@ -311,10 +309,12 @@ class Applier:
                     return None
             return name
 
-        names = self._each(create, [(res, key, obj) for res, objs, key in batches for obj in objs])
-        pods = self._record_done(job, "Create", PODS, names[: len(plan.create_pods)])
-        services = self._record_done(job, "Create", SERVICES, names[len(plan.create_pods) :])
-        return pods, services
+        pods = self._each(create, [(PODS, pods_key, obj) for obj in plan.create_pods])
+        services = [(SERVICES, services_key, obj) for obj in plan.create_services]
+        return (
+            self._record_done(job, "Create", PODS, pods),
+            self._record_done(job, "Create", SERVICES, self._each(create, services)),
+        )
 
     def _record_done(
         self, job: Obj, verb: str, res: Resource, names: list[str | None]
