@@ -141,6 +141,17 @@ def model_data(job: TrainingJob) -> dict[str, Any]:
     return data
 
 
+def client_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """An object read from a server as a client wrote it: no status, and none of the metadata the
+    server keeps for itself (managedFields, selfLink), so it is checked like a file."""
+    meta = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k not in ("managedFields", "selfLink")
+    }
+    return {k: v for k, v in obj.items() if k != "status"} | {"metadata": meta}
+
+
 def _doc_source(origin: str, index: int) -> str:
     return f"{origin} (document {index})" if origin else f"document {index}"
 

@@ -12,9 +12,8 @@ from typing import Any
 
 from trainop_core.api import trainjob as v2
 from trainop_core.api.job import TrainingJob
-from trainop_core.api.load import Document
+from trainop_core.api.load import Document, client_view
 from trainop_core.api.trainjob_validation import parse_v2
-from trainop_core.api.types import JobStatus
 from trainop_core.errors import InvalidJobError, TerminalError, TrainopError
 from trainop_core.operator.controller import JobController
 from trainop_core.operator.effects import Applier
@@ -23,7 +22,7 @@ from trainop_core.operator.kube import Obj, Resource
 from trainop_core.runtimes.catalog import RuntimeCatalog, RuntimeNotFoundError
 from trainop_core.runtimes.kind import KIND
 from trainop_core.runtimes.prepare import prepare_trainjob
-from trainop_core.runtimes.status import status_from
+from trainop_core.runtimes.status import decode_status, encode_status
 
 log = logging.getLogger(__name__)
 SCHEME = KIND.kind  # --enable-scheme TrainJob
@@ -39,18 +38,6 @@ def split_schemes(names: Sequence[str]) -> tuple[list[str], bool]:
     without it no trainer.kubeflow.org resource is watched (its CRDs need not exist)."""
     v1 = [n for n in names if n.lower() != SCHEME.lower()]
     return v1, len(v1) != len(names)
-
-
-def encode_status(status: dict[str, Any]) -> dict[str, Any]:
-    """The planner's status (kubeflow.org/v1 JobStatus wire form) as a TrainJob's status."""
-    trainer = status_from(JobStatus.model_validate(status))
-    trainer.planner_status = status
-    return trainer.to_dict()
-
-
-def decode_status(status: dict[str, Any] | None) -> JobStatus | None:
-    planner = (status or {}).get("plannerStatus")
-    return JobStatus.model_validate(planner) if isinstance(planner, dict) else None
 
 
 class RuntimeMissing(TrainopError):
@@ -79,7 +66,7 @@ class TrainJobController(JobController):
         """Not cached by generation like a v1 job: the translation also depends on the runtime,
         which may change or appear while the job waits for it."""
         try:
-            _, model = prepare_trainjob(Document(_spec_only(job), ""), self._catalog())
+            _, model = prepare_trainjob(Document(client_view(job), ""), self._catalog())
         except RuntimeNotFoundError as exc:
             # Not the job's fault for good: the runtime may be applied after it (kubectl apply
             # of a directory). Say so on the job and look again with the queue's backoff.
@@ -97,7 +84,7 @@ class TrainJobController(JobController):
         for informer in self.runtimes:
             for obj in informer.list():
                 try:
-                    runtime = parse_v2(_spec_only(obj))
+                    runtime = parse_v2(client_view(obj))
                 except InvalidJobError as exc:  # a TrainJob naming it fails with the problems
                     log.info("%s: runtime %s is invalid: %s", self.name, object_key(obj), exc)
                     continue
@@ -133,13 +120,3 @@ class RuntimeHandler:
             ).get("namespace")
             if same_kind and visible and ref.get("name") == meta.get("name"):
                 self.controller.enqueue(job)
-
-
-def _spec_only(obj: Obj) -> Obj:
-    """The object as a client wrote it: what the server adds (managedFields) stays out."""
-    meta = {
-        k: v
-        for k, v in (obj.get("metadata") or {}).items()
-        if k not in ("managedFields", "selfLink")
-    }
-    return {k: v for k, v in obj.items() if k != "status"} | {"metadata": meta}

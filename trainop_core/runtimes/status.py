@@ -20,6 +20,21 @@ SUSPENDED = "Suspended"
 _DEADLINE = "active longer than specified deadline"
 
 
+def encode_status(status: dict[str, Any]) -> dict[str, Any]:
+    """The planner's status (kubeflow.org/v1 JobStatus wire form) as a TrainJob's status:
+    Trainer's, with the planner's record kept in `plannerStatus` (what trainop's operator writes
+    and goes on from)."""
+    trainer = status_from(JobStatus.model_validate(status))
+    trainer.planner_status = status
+    return trainer.to_dict()
+
+
+def decode_status(status: dict[str, Any] | None) -> JobStatus | None:
+    """The planner's record a TrainJob's status keeps (`plannerStatus`), or None."""
+    planner = (status or {}).get("plannerStatus")
+    return JobStatus.model_validate(planner) if isinstance(planner, dict) else None
+
+
 def trainjob_status(job: TrainingJob) -> v2.TrainJobStatus:
     return status_from(job.status)
 

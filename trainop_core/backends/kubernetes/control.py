@@ -14,10 +14,11 @@ from trainop_core.api.types import format_time, utc_now
 from trainop_core.backends.kubernetes.errors import ApiError
 from trainop_core.backends.kubernetes.jobs import JobStore
 from trainop_core.backends.kubernetes.pods import Pods
-from trainop_core.backends.kubernetes.trainjobs import is_trainjob, trainer_status
+from trainop_core.backends.kubernetes.trainjobs import is_trainjob
 from trainop_core.backends.kubernetes.wait import is_finished
 from trainop_core.errors import JobTimeoutError, NotFoundError
 from trainop_core.kinds.base import Kind
+from trainop_core.runtimes.status import encode_status
 
 POLL_SECONDS = 0.2
 CONFLICT_RETRIES = 10
@@ -68,7 +69,7 @@ def _failed(status: dict[str, Any], kind: Kind, message: str) -> dict[str, Any]:
         return failed_status(status, kind, message)
     planner = dict(status.get("plannerStatus") or {})
     planner.update(failed_status(planner, kind, message))
-    return trainer_status(planner)
+    return encode_status(planner)
 
 
 def failed_status(status: dict[str, Any], kind: Kind, message: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainop_core.api import trainjob as v2
-from trainop_core.api.load import Document
+from trainop_core.api.load import Document, client_view
 from trainop_core.api.trainjob_validation import is_v2, parse_v2
 from trainop_core.api.types import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy
 from trainop_core.backends.kubernetes.errors import ApiError, translate
@@ -26,7 +26,7 @@ from trainop_core.kinds.base import Kind
 from trainop_core.runtimes.catalog import RuntimeCatalog
 from trainop_core.runtimes.kind import KIND, PlannedTrainJob, PlannedTrainJobSpec
 from trainop_core.runtimes.policies.base import NODE
-from trainop_core.runtimes.status import status_from
+from trainop_core.runtimes.status import decode_status
 
 log = logging.getLogger(__name__)
 TRAINJOB_KIND = KIND
@@ -104,16 +104,6 @@ class ClusterRuntimes:
         return [dict(item, kind=kind) for item in page.get("items") or []]
 
 
-def client_view(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The object as a client wrote it: no status, nothing the server keeps for itself."""
-    meta = {
-        k: v
-        for k, v in (obj.get("metadata") or {}).items()
-        if k not in ("managedFields", "selfLink")
-    }
-    return {k: v for k, v in obj.items() if k != "status"} | {"metadata": meta}
-
-
 def trainjob_body(data: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     """The TrainJob to POST, as its author wrote it: in `namespace`, without status or
     server-set fields."""
@@ -154,9 +144,9 @@ def planner_status(status: Mapping[str, Any] | None) -> JobStatus | None:
     """The planner's status trainop's operator records; else one read from Trainer's
     conditions (a TrainJob Trainer runs); None before any."""
     status = status or {}
-    recorded = status.get("plannerStatus")
-    if isinstance(recorded, dict):
-        return JobStatus.model_validate(recorded)
+    recorded = decode_status(dict(status))
+    if recorded is not None:
+        return recorded
     conditions = [
         {
             "type": _TRAINER_CONDITIONS[c["type"]],
@@ -169,14 +159,6 @@ def planner_status(status: Mapping[str, Any] | None) -> JobStatus | None:
         if isinstance(c, dict) and c.get("type") in _TRAINER_CONDITIONS
     ]
     return JobStatus.model_validate({"conditions": conditions}) if conditions else None
-
-
-def trainer_status(planner: dict[str, Any]) -> dict[str, Any]:
-    """A TrainJob's status as trainop's operator writes it: Trainer's, with the planner's
-    record (`planner`, wire form) kept in `plannerStatus`."""
-    status = status_from(JobStatus.model_validate(planner))
-    status.planner_status = planner
-    return status.to_dict()
 
 
 def _bare_view(obj: Mapping[str, Any]) -> PlannedTrainJob:
