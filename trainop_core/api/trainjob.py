@@ -79,6 +79,16 @@ class RuntimePatch(ApiModel):
     training_runtime_spec: dict[str, Any] | None = None  # shape checked by the validation
 
 
+def pod_patch(manager: str, pod_template: dict[str, Any], step: str = NODE) -> dict[str, Any]:
+    """A `runtimePatches` entry (wire form) in which `manager` sets `pod_template` (metadata
+    and/or spec of a pod template) for the pods of `step`, as Kueue writes its own."""
+    job = {"name": step, "template": {"spec": {"template": pod_template}}}
+    return {
+        "manager": manager,
+        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}},
+    }
+
+
 class TrainJobSpec(ApiModel):
     runtime_ref: RuntimeRef
     initializer: Initializer | None = None

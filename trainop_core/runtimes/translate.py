@@ -146,7 +146,7 @@ def _override_node(
         node["resources"] = dict(trainer.resources_per_node)
     if "command" not in fields and not node.get("command"):
         node["command"], node["args"] = _IDLE[:1], _IDLE[1:]  # hosts ranks only
-    node["env"] = _merge_env(node.get("env") or [], trainer.env or [])
+    node["env"] = merge_env(node.get("env") or [], trainer.env or [])
     ports = node.setdefault("ports", [])
     if not any(p.get("name") == PORT_NAME for p in ports if isinstance(p, dict)):
         ports.append({"name": PORT_NAME, "containerPort": port})
@@ -157,7 +157,8 @@ def _container(pod: dict[str, Any], field: str, name: str) -> dict[str, Any] | N
     return next((c for c in containers if c.get("name") == name), None)
 
 
-def _merge_env(base: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_env(base: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """EnvVars of `base` with those of `extra` replacing the same names (extra's last)."""
     names = {e.get("name") for e in extra}
     return [e for e in base if e.get("name") not in names] + [dict(e) for e in extra]
 
@@ -198,7 +199,7 @@ def _patch_pod_spec(spec: dict[str, Any], patch: dict[str, Any]) -> None:
 
 
 def _patch_container(container: dict[str, Any], change: dict[str, Any]) -> None:
-    container["env"] = _merge_env(container.get("env") or [], change.get("env") or [])
+    container["env"] = merge_env(container.get("env") or [], change.get("env") or [])
     mounts = (container.get("volumeMounts") or []) + list(change.get("volumeMounts") or [])
     if mounts:
         container["volumeMounts"] = mounts

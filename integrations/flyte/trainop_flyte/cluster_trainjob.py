@@ -20,6 +20,7 @@ from flytekit.models.task import TaskExecutionMetadata
 
 from trainop_core.api import trainjob as v2
 from trainop_core.runtimes.policies.base import LAUNCHER
+from trainop_core.runtimes.translate import merge_env
 from trainop_flyte.replicas import FAIL_ON_ERROR_ENV, REPLICA_INDEX_ENV, REPLICA_TYPE_ENV
 from trainop_flyte.spec import Container
 from trainop_flyte.trainjob import trainjob_program
@@ -52,7 +53,7 @@ def cluster_trainjob(
     if container is not None:
         _run(trainer, custom["job"], container)
         env = {**dict(container.env), FAIL_ON_ERROR_ENV: "true"}
-        trainer["env"] = _merged(trainer.get("env"), _identity())
+        trainer["env"] = merge_env(trainer.get("env") or [], _identity())
     if metadata is not None:
         env.update(dict(metadata.environment_variables or {}))
         _label(job.setdefault("metadata", {}), metadata)
@@ -61,7 +62,7 @@ def cluster_trainjob(
             spec["runtimePatches"] = [*(spec.get("runtimePatches") or []), patch]
     if env:
         added = [{"name": k, "value": str(v)} for k, v in env.items()]
-        trainer["env"] = _merged(added, trainer.get("env"))  # the job's own entries win
+        trainer["env"] = merge_env(added, trainer.get("env") or [])  # the job's own entries win
     if timeout_seconds > 0:
         spec.setdefault("activeDeadlineSeconds", timeout_seconds)
     return job
@@ -83,12 +84,6 @@ def _identity() -> list[dict[str, Any]]:
     ]
 
 
-def _merged(base: Any, extra: Any) -> list[dict[str, Any]]:
-    """`base` env entries with those of `extra` replacing the same names."""
-    names = {e.get("name") for e in extra or []}
-    return [e for e in base or [] if e.get("name") not in names] + list(extra or [])
-
-
 def _label(meta: dict[str, Any], metadata: TaskExecutionMetadata) -> None:
     if metadata.labels:
         meta["labels"] = {**dict(metadata.labels), **(meta.get("labels") or {})}
@@ -102,10 +97,4 @@ def _pod_patch(metadata: TaskExecutionMetadata) -> dict[str, Any] | None:
         pod["metadata"] = {"labels": dict(metadata.labels)}
     if metadata.k8s_service_account:
         pod["spec"] = {"serviceAccountName": metadata.k8s_service_account}
-    if not pod:
-        return None
-    step = {"name": v2.NODE, "template": {"spec": {"template": pod}}}
-    return {
-        "manager": FLYTE_MANAGER,
-        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [step]}}},
-    }
+    return v2.pod_patch(FLYTE_MANAGER, pod) if pod else None

@@ -29,9 +29,12 @@ def prepare_trainjob(data: Json, settings: PodSettings | None) -> Json:
         trainer = spec.setdefault("trainer", {})
         if isinstance(trainer, dict):
             _merge_trainer(trainer, settings)
-        pod = _pod_patch(settings)
+        pod = _pod_spec(settings)
         if pod and isinstance(spec.get("runtimePatches") or [], list):
-            spec["runtimePatches"] = [*(spec.get("runtimePatches") or []), _patch(pod)]
+            spec["runtimePatches"] = [
+                *(spec.get("runtimePatches") or []),
+                v2.pod_patch(KFP_MANAGER, {"spec": pod}),
+            ]
     coerced: Json = coerce_ints(result, v2.TrainJob)
     return coerced
 
@@ -44,7 +47,7 @@ def _merge_trainer(trainer: Json, settings: PodSettings) -> None:
         trainer["resourcesPerNode"] = merge_resources(current, settings.resources)
 
 
-def _pod_patch(settings: PodSettings) -> Json:
+def _pod_spec(settings: PodSettings) -> Json:
     fields: dict[str, Any] = {
         "tolerations": settings.tolerations,
         "nodeSelector": settings.node_selector,
@@ -57,11 +60,3 @@ def _pod_patch(settings: PodSettings) -> Json:
         pod["containers"] = [{"name": v2.NODE, "volumeMounts": mounts}]
     coerced: Json = coerce_k8s(pod, "V1PodSpec")  # a patch is plain data to the TrainJob model
     return coerced
-
-
-def _patch(pod: Json) -> Json:
-    step = {"name": v2.NODE, "template": {"spec": {"template": {"spec": pod}}}}
-    return {
-        "manager": KFP_MANAGER,
-        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [step]}}},
-    }
