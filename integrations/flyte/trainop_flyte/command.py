@@ -95,11 +95,11 @@ def _load(
     if len(documents) != 1:
         raise InvalidJobError([Problem("", "expected exactly one job")], source=str(job))
     manifest = copy.deepcopy(dict(documents[0].data))
-    trainjob = copy.deepcopy(manifest) if is_v2(manifest) else None
+    trainjob = None
     if is_v2(manifest):
         # A TrainJob is planned here, with the runtimes trainop finds ($TRAINOP_RUNTIMES, else
         # its defaults), and travels as the planned job, whose replica specs the connector edits.
-        manifest = planned_manifest(prepare_trainjob(documents[0])[1])
+        trainjob, manifest = manifest, planned_manifest(prepare_trainjob(documents[0])[1])
     else:
         prepare(manifest)  # raises InvalidJobError naming every bad field
     is_file = isinstance(job, Path) or (isinstance(job, str) and Path(job).is_file())
