@@ -215,3 +215,22 @@ def minimal_job(kind: str, name: str = "demo") -> JobBuilder:
     if kind in ("MXJob", "MXNetJob"):
         return builder.scheduler().servers(1).workers(1)
     return builder.workers(1)
+
+
+def make_trainjob(
+    name: str = "tj",
+    runtime: str = "torch-distributed",
+    namespace: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A Kubeflow Trainer v2 TrainJob as a user writes it: `runtimeRef` names `runtime`,
+    `spec` adds the rest in its wire spelling (``trainer={"numNodes": 2, ...}``)."""
+    from trainop_core.api import trainjob as v2
+
+    metadata = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+    return {
+        "apiVersion": v2.API_VERSION,
+        "kind": v2.TRAINJOB,
+        "metadata": metadata,
+        "spec": {"runtimeRef": {"name": runtime}, **spec},
+    }

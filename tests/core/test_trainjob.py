@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import make_trainjob
 
 from trainop_core.api import trainjob as v2
 from trainop_core.api.load import Document
@@ -26,13 +27,7 @@ T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
 def trainjob(runtime: str = "torch-distributed", **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"runtimeRef": {"name": runtime}, **spec}
-    return {
-        "apiVersion": v2.API_VERSION,
-        "kind": "TrainJob",
-        "metadata": {"name": "tj", "namespace": "team"},
-        "spec": body,
-    }
+    return make_trainjob("tj", runtime, "team", **spec)
 
 
 def problems_of(data: dict[str, Any]) -> dict[str, str]:

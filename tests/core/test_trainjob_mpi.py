@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import make_trainjob
 
 from trainop_core.api.load import Document
 from trainop_core.api.trainjob_validation import parse_v2
@@ -30,12 +31,7 @@ COMMAND = ["mpirun", "python", "train.py"]
 
 
 def trainjob(runtime: str = "mpi-distributed", **trainer: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "tj", "namespace": "team"},
-        "spec": {"runtimeRef": {"name": runtime}, "trainer": {"command": COMMAND, **trainer}},
-    }
+    return make_trainjob("tj", runtime, "team", trainer={"command": COMMAND, **trainer})
 
 
 def mpi_runtime() -> dict[str, Any]:

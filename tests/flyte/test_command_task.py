@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import make_job
+from builders import make_job, make_trainjob
 from flytekit import workflow
 from trainop_flyte import TrainingJobCommandTask, TrainingJobFailed
 
@@ -117,15 +117,7 @@ def test_a_trainjob_is_a_command_task_whose_node_0_reports() -> None:
     code = (
         "import os; print('accuracy=0.5 loss={{.inputs.loss}} rank=' + os.environ['PET_NODE_RANK'])"
     )
-    trainjob = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "tj"},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"numNodes": 2, "command": ["python", "-c", code]},
-        },
-    }
+    trainjob = make_trainjob(trainer={"numNodes": 2, "command": ["python", "-c", code]})
     task = TrainingJobCommandTask(
         name="trainjob_metrics",
         job=trainjob,
@@ -161,11 +153,6 @@ def test_an_mpi_trainjob_is_a_command_task_whose_launcher_reports() -> None:
 
 
 def test_a_trainjob_naming_no_runtime_is_refused_when_the_task_is_defined() -> None:
-    trainjob = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "tj"},
-        "spec": {"runtimeRef": {"name": "no-such-runtime"}},
-    }
+    trainjob = make_trainjob(runtime="no-such-runtime")
     with pytest.raises(InvalidJobError, match=r"spec\.runtimeRef\.name"):
         TrainingJobCommandTask(name="no_runtime", job=trainjob)

@@ -11,6 +11,7 @@ from typing import Any
 
 import flyte_tasks
 import pytest
+from builders import make_trainjob
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekit.extend.backend.utils import render_task_template
@@ -250,15 +251,10 @@ def test_a_trainjob_command_task_is_created_as_written_with_its_inputs_filled_in
     server = trainjob_server
     task = TrainingJobCommandTask(
         name="tj_command",
-        job={
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainJob",
-            "metadata": {"name": "tj"},
-            "spec": {
-                "runtimeRef": {"name": "xgboost-distributed"},
-                "trainer": {"numNodes": 2, "args": ["--rounds", "{{.inputs.rounds}}"]},
-            },
-        },
+        job=make_trainjob(
+            runtime="xgboost-distributed",
+            trainer={"numNodes": 2, "args": ["--rounds", "{{.inputs.rounds}}"]},
+        ),
         inputs={"rounds": int},
     )
     kubeconfig = str(server.kubeconfig)

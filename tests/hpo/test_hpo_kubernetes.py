@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from builders import make_job
+from builders import make_job, make_trainjob
 from k8s import K8s
 from trainop_hpo import TrialRunner
 
@@ -113,16 +113,10 @@ def test_a_trainjob_template_runs_its_trials_as_trainjobs_with_node_0s_metrics(
         Rule(pattern="*-node-0", run_seconds=0.3, log=MASTER_LOG),
         Rule(pattern="*-node-*", run_seconds=0.3, log="loss=99 step=1\n"),
     ]
-    trainjob = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "k8s-quad"},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"numNodes": 2, "command": ["python", "train.py", "--lr",
-                                                   "${trialParameters.lr}"]},
-        },
-    }  # fmt: skip
+    trainjob = make_trainjob(
+        "k8s-quad",
+        trainer={"numNodes": 2, "command": ["python", "train.py", "--lr", "${trialParameters.lr}"]},
+    )
     kubeconfig = k8s.kubeconfig_here(tmp_path / "kubeconfig")
     client = TrainingClient(backend="kubernetes", kubeconfig=str(kubeconfig))
     runner = TrialRunner(trainjob, client)

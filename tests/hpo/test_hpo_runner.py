@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from builders import make_trainjob
 from hpo_support import TAG, leftovers, quadratic_command, quadratic_loss, quadratic_template
 from trainop_hpo import TrialRunner
 
@@ -134,15 +135,9 @@ def test_a_trainjob_template_is_a_trial_whose_node_0_reports(
     client: TrainingClient, home: Path, tag: str
 ) -> None:
     command = quadratic_command("${trialParameters.lr}", 3, 0.05)
-    template = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "quad"},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"numNodes": 2, "command": command, "env": [{"name": TAG, "value": tag}]},
-        },
-    }
+    template = make_trainjob(
+        "quad", trainer={"numNodes": 2, "command": command, "env": [{"name": TAG, "value": tag}]}
+    )
     with TrialRunner(template, client).start({"lr": 0.02}, trial_id="t1") as trial:
         result = trial.result()
     assert trial.primary == "node-0"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import make_job
+from builders import make_job, make_trainjob
 from trainop_kfp.passthrough import PodSettings, apply_pod_settings
 from trainop_kfp.runner import prepare_job
 
@@ -131,15 +131,7 @@ def test_a_task_config_passes_through_prepare_into_a_valid_job_with_ints_again()
 
 
 def trainjob(**trainer: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "tj"},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"numNodes": 2.0, "command": ["python", "t.py"], **trainer},
-        },
-    }
+    return make_trainjob(trainer={"numNodes": 2.0, "command": ["python", "t.py"], **trainer})
 
 
 def test_a_trainjob_gets_the_settings_where_its_author_would_put_them_and_every_node_has_them() -> (

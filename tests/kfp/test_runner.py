@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import yaml
+from builders import make_trainjob
 from kfp_support import python_job, wait_until_no_processes
 from trainop_kfp.runner import TrainingJobFailed, run_job
 
@@ -108,15 +109,7 @@ def test_the_runner_imports_no_kfp() -> None:
 
 def test_a_trainjob_runs_like_any_job_and_node_0_is_the_primary(tag: str) -> None:
     code = "import os; print(f'loss=0.25 rank={os.environ[\"PET_NODE_RANK\"]}')"
-    job = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "tj"},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"numNodes": 2, "command": [sys.executable, "-c", code]},
-        },
-    }
+    job = make_trainjob(trainer={"numNodes": 2, "command": [sys.executable, "-c", code]})
     echoed: list[str] = []
 
     result = run_job(job, timeout_seconds=60, echo=echoed.append)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from backend_cluster import wait_for
+from builders import make_trainjob
 from k8s import K8s
 
 from trainop_core.cli.main import main
@@ -46,12 +47,7 @@ def client(kubeconfig: Path) -> TrainingClient:
 
 
 def trainjob(name: str, runtime: str = "torch-distributed", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name},
-        "spec": {"runtimeRef": {"name": runtime}, **spec},
-    }
+    return make_trainjob(name, runtime, **spec)
 
 
 def stored(k8s: K8s, name: str) -> dict[str, Any]:
