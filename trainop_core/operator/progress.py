@@ -25,6 +25,7 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -53,6 +54,7 @@ TAIL_LINES = 256
 LIMIT_BYTES = 64 * 1024
 QUIET_SECONDS = 60.0  # how seldom, at most, a pod that reports nothing is read
 PATIENCE = 30.0  # seconds a read or write waits for a spare token before queueing for one
+MAX_KNOWN_JOBS = 4096  # jobs whose primary replica is remembered
 FOLLOWED = ("Running", "Succeeded", "Failed")
 ENDED = ("Succeeded", "Failed")
 TRAINER_GROUP = "trainer.kubeflow.org"
@@ -85,8 +87,8 @@ class _Followed:
     pod_uid: str
     container: str | None
     source: JobSource
-    progress: JobProgress
     period: float
+    progress: JobProgress = field(init=False)
     due: float = 0.0
     since: int = 0  # ns since the epoch of the newest line read
     at_since: int = 0  # how many lines of that very time were read
@@ -117,8 +119,10 @@ class ProgressCollector:
         self.client, self.sources, self.recorder = client, sources, recorder
         self.metrics, self.stop, self.interval = metrics, stop, interval
         self.bucket = bucket
-        self.followed: dict[str, _Followed] = {}  # by job key; only the thread touches it
-        self._primary: dict[str, tuple[str, tuple[str, int]]] = {}  # job key -> (uid, replica)
+        # Only the thread touches these.
+        self.followed: dict[str, _Followed] = {}  # by job key
+        self._by_pod: dict[str, str] = {}  # pod key -> job key
+        self._primary: OrderedDict[str, tuple[str, tuple[str, int]]] = OrderedDict()
         self._noticed: dict[str, Obj | None] = {}  # pod key -> newest pod (None: deleted)
         self._heap: list[_Due] = []
         self._cond = threading.Condition()
@@ -203,8 +207,8 @@ class ProgressCollector:
             return
         followed = self.followed.get(key)
         if followed is None or followed.pod_uid != seen.uid:
-            if seen.phase not in FOLLOWED:
-                return
+            if seen.phase not in FOLLOWED or not _recently_running(pod):
+                return  # e.g. ended long before this operator started: it read it then
             followed = self._follow(key, namespace, pod, source)
         if seen.phase in ENDED:
             followed.ended = True
@@ -214,10 +218,13 @@ class ProgressCollector:
         uid = str(ref.get("uid", ""))
         known = self._primary.get(key)
         if known is not None and known[0] == uid:
+            self._primary.move_to_end(key)
             return known[1]
         primary = source.primary_replica(key)
         if primary is not None:
             self._primary[key] = (uid, primary)
+            while len(self._primary) > MAX_KNOWN_JOBS:  # the least recently asked go first
+                self._primary.popitem(last=False)
         return primary
 
     def _follow(self, key: str, namespace: str, pod: Obj, source: JobSource) -> _Followed:
@@ -230,7 +237,6 @@ class ProgressCollector:
             pod_uid=_uid(pod),
             container=container if container in names else None,
             source=source,
-            progress=JobProgress(lambda status: None),
             period=self.interval,
         )
         followed.progress = JobProgress(
@@ -238,15 +244,21 @@ class ProgressCollector:
             WriteGate(interval=self.interval, written=_written(source, key)),
             on_dropped=lambda reason, detail: self._dropped(followed, reason, detail),
         )
+        self._unfollow(key)  # an earlier pod of the same name (re-created)
         self.followed[key] = followed
+        self._by_pod[f"{namespace}/{followed.pod}"] = key
         self._schedule(followed, self.interval)
         return followed
 
     def _pod_gone(self, pod_key: str) -> None:
-        namespace, _, name = pod_key.rpartition("/")
-        for key, followed in list(self.followed.items()):
-            if followed.namespace == namespace and followed.pod == name:
-                del self.followed[key]
+        key = self._by_pod.get(pod_key)
+        if key is not None:
+            self._unfollow(key)
+
+    def _unfollow(self, key: str) -> None:
+        followed = self.followed.pop(key, None)
+        if followed is not None:
+            self._by_pod.pop(f"{followed.namespace}/{followed.pod}", None)
 
     # --- reading and writing --------------------------------------------------------------------
     def _read(self, followed: _Followed) -> None:
@@ -255,7 +267,7 @@ class ProgressCollector:
         except ApiError as exc:
             self.metrics.progress_reads.inc(result="not_found" if exc.not_found else "error")
             if exc.not_found or followed.ended:
-                self.followed.pop(followed.key, None)  # the pod is gone: nothing more to read
+                self._unfollow(followed.key)  # the pod is gone: nothing more to read
             else:
                 log.info("progress of %s: reading %s: %s", followed.key, followed.pod, exc)
                 self._schedule(followed, followed.period)
@@ -268,11 +280,11 @@ class ProgressCollector:
             self.metrics.progress_writes.inc(result="not_found" if exc.not_found else "error")
             log.info("progress of %s: writing: %s", followed.key, exc)
             if exc.not_found:
-                self.followed.pop(followed.key, None)
+                self._unfollow(followed.key)
                 return
             wait = followed.period
         if followed.ended and wait is None:
-            self.followed.pop(followed.key, None)  # read to its end, everything written
+            self._unfollow(followed.key)  # read to its end, everything written
             return
         followed.period = self.interval if news else min(2 * followed.period, QUIET_SECONDS)
         self._schedule(followed, max(followed.period, wait or 0.0))
@@ -374,6 +386,19 @@ def _nanoseconds(stamp: str) -> int | None:
 def _seconds_text(nanoseconds: int) -> str:
     """sinceTime: RFC 3339 in whole seconds (the API's precision), rounded down."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(nanoseconds // 1_000_000_000))
+
+
+def _recently_running(pod: Obj) -> bool:
+    """Running, or ended less than QUIET_SECONDS ago (its containers' finishedAt): a pod first
+    seen when it already ended long ago was read by the operator that saw it end."""
+    if _phase(pod) not in ENDED:
+        return True
+    ends = [
+        _nanoseconds(str(((s.get("state") or {}).get("terminated") or {}).get("finishedAt", "")))
+        for s in (pod.get("status") or {}).get("containerStatuses") or []
+    ]
+    known = [end for end in ends if end is not None]
+    return not known or time.time() - max(known) / 1e9 < QUIET_SECONDS
 
 
 def _phase(pod: Obj) -> str:

@@ -122,6 +122,7 @@ class Supervisor:
         model = self._load_job()
         self.primary = short_name(*primary_replica(model, self.kind))
         self.progress = FileProgress(job_dir, self.primary, trainer_status_of(model))
+        self._progress_wait: float | None = None  # seconds until a waiting write is due
 
     # --- the loop --------------------------------------------------------------------------------
     def run(self) -> int:
@@ -136,11 +137,8 @@ class Supervisor:
                 if plan.delete_job and not self._deletion_held():
                     return self._delete_job()
                 if not plan.delete_job and self._done(plan):
-                    self._follow_progress(final=True)
                     return 0
-                progress = None if plan.delete_job else self._follow_progress()
-                timeout = HELD_POLL_SECONDS if plan.delete_job else self._timeout(plan)
-                self._sleep(timeout if progress is None else min(timeout, progress))
+                self._sleep(HELD_POLL_SECONDS if plan.delete_job else self._timeout(plan))
             return self._stop()
         except Exception as exc:
             # A bug here would recur on every restart: record the job Failed instead of letting
@@ -168,6 +166,8 @@ class Supervisor:
         now = time.monotonic()
         for pod in self.pods.values():
             pod.poll(now)
+        # Before the plan: who sees the job finished sees the progress its replica last printed.
+        self._progress_wait = self._follow_progress()
         job = self._load_job()
         observed = Observed(pods=tuple(p.observed() for p in self.pods.values()))
         when, decorators = datetime.now(timezone.utc), self.decorators.in_process
@@ -210,17 +210,19 @@ class Supervisor:
         candidates = [SAFETY_POLL_SECONDS]
         if plan.requeue_after is not None:
             candidates.append(plan.requeue_after)
+        if self._progress_wait is not None:
+            candidates.append(self._progress_wait)
         candidates += [w - now for p in self.pods.values() if (w := p.next_wakeup()) is not None]
         return max(0.0, min(candidates))
 
-    def _follow_progress(self, final: bool = False) -> float | None:
+    def _follow_progress(self) -> float | None:
         """Read the primary replica's new output; its progress is written when due, at once
         when the replica ended. Seconds until a waiting write is due (None: none waits)."""
         ended = any(
             pod.replica == self.primary and pod.phase in FINISHED for pod in self.pods.values()
         )
         try:
-            return self.progress.step(final=final or ended)
+            return self.progress.step(final=ended)
         except (TrainopError, OSError):  # progress is never a reason to stop supervising
             traceback.print_exc()
             return None

@@ -229,10 +229,10 @@ class Supervisor:
             if self._handle_requests():
                 return Plan()
             self._collect(0)
+            self._follow_progress()  # before the plan: a finished job shows its last progress
             plan, changed = self._round()
             if plan.delete_job or not changed:
                 break
-        self._follow_progress()
         return plan
 
     def _round(self) -> tuple[Plan, bool]:
