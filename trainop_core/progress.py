@@ -141,7 +141,9 @@ def duration(seconds: float) -> str:
 
 # --- folding a replica's output -------------------------------------------------------------------
 class ProgressTracker:
-    """The newest progress a replica reported, from its output lines. Memory is bounded: lines
+    """The newest progress a replica reported, from its output lines: the last line that said
+    where it is (`progressPercentage` and `estimatedRemainingSeconds` together: a field that line
+    leaves out is unknown again) and the newest value of each metric. Memory is bounded: lines
     wait in a queue of `max_pending` until `status()` reads them (older ones are dropped as a
     flood), and at most `max_metrics` metric names are kept. Not thread-safe."""
 
@@ -196,9 +198,8 @@ class ProgressTracker:
             self._drop(dropped)
         if not record.values and not record.progress():
             return
-        if record.progress_percentage is not None:
+        if record.progress():  # one report of where it is: a field it leaves out is unknown
             self._progress = record.progress_percentage
-        if record.estimated_remaining_seconds is not None:
             self._remaining = record.estimated_remaining_seconds
         values = dict(record.values)
         if record.step is not None:

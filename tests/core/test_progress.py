@@ -41,9 +41,18 @@ def test_the_newest_report_of_each_fact_wins_and_the_step_is_a_metric() -> None:
     status = tracked(
         "loss=1.0 progressPercentage=10 estimatedRemainingSeconds=90",
         "epoch 1 done",
-        "loss=0.5 acc=0.8 progressPercentage=20 step=7",
+        "loss=0.5 acc=0.8 step=7",
     )
-    assert status == TrainerStatus(20, 90, (("loss", "0.5"), ("acc", "0.8"), ("step", "7")), T0)
+    assert status == TrainerStatus(10, 90, (("loss", "0.5"), ("acc", "0.8"), ("step", "7")), T0)
+
+
+def test_a_report_of_progress_replaces_both_fields_and_metrics_accumulate_by_name() -> None:
+    status = tracked(
+        "progressPercentage=90 estimatedRemainingSeconds=30 loss=0.2",
+        "eval_accuracy=0.9",
+        "progressPercentage=100",  # done: no time left to guess, none carried over
+    )
+    assert status == TrainerStatus(100, None, (("loss", "0.2"), ("eval_accuracy", "0.9")), T0)
 
 
 def test_a_replica_that_reports_nothing_has_no_progress() -> None:
