@@ -290,8 +290,15 @@ def python_env() -> dict[str, str]:
 
 
 def start_trainop(
-    name: str, kubeconfig: Path, kinds: tuple[str, ...], qps: int, burst: int, workdir: Path
+    name: str,
+    kubeconfig: Path,
+    kinds: tuple[str, ...],
+    qps: int,
+    burst: int,
+    workdir: Path,
+    flags: tuple[str, ...] = (),
 ) -> Process:
+    """trainop's operator with the benchmark's settings; `flags` added last (they win)."""
     metrics, probe, webhook = free_port(), free_port(), free_port()
     argv = [
         sys.executable, "-m", "trainop_core.operator", f"--kubeconfig={kubeconfig}",
@@ -305,7 +312,7 @@ def start_trainop(
         f"--webhook-validating-configuration={name}-validator",  # never upstream's
         f"--webhook-mutating-configuration={name}-defaulter",
         f"--kube-api-qps={qps}", f"--kube-api-burst={burst}", "--log-level=INFO",
-        *(f"--enable-scheme={k.lower()}" for k in kinds),
+        *(f"--enable-scheme={k.lower()}" for k in kinds), *flags,
     ]  # fmt: skip
     log = workdir / f"{name}.log"
     return Process(name, _spawn(name, argv, log, python_env()), log, metrics, probe)
@@ -334,12 +341,15 @@ def start_upstream(
     return Process(name, _spawn(name, argv, log, env), log, metrics, probe)
 
 
-def start_kubelet(cp: ControlPlane, run_seconds: float, workers: int, workdir: Path) -> Process:
-    """The kubelet stand-in in its own process (benchmarks/kubelet_process.py)."""
+def start_kubelet(
+    cp: ControlPlane, run_seconds: float, workers: int, workdir: Path, log_text: str = ""
+) -> Process:
+    """The kubelet stand-in in its own process (benchmarks/kubelet_process.py); every container
+    prints `log_text` when it starts."""
     argv = [
         sys.executable, str(Path(__file__).with_name("kubelet_process.py")),
         f"--kubeconfig={cp.kubeconfig}", f"--namespace={NAMESPACE}",
-        f"--run-seconds={run_seconds}", f"--workers={workers}",
+        f"--run-seconds={run_seconds}", f"--workers={workers}", f"--log={log_text}",
     ]  # fmt: skip
     log = workdir / "kubelet.log"
     process = Process("kubelet", _spawn("kubelet", argv, log, python_env()), log)

@@ -1,9 +1,10 @@
 """The kubelet stand-in in a process of its own, so a benchmark can read its CPU time apart.
 
     PYTHONPATH=. python benchmarks/kubelet_process.py --kubeconfig KC [--namespace NS]
-        [--run-seconds 1] [--workers 4]
+        [--run-seconds 1] [--workers 4] [--log TEXT]
 
-Every pod runs `--run-seconds` and exits 0. Prints "ready" once the node is registered and the pod
+Every pod runs `--run-seconds` and exits 0; each container's log is `--log` (a `\n` in it is a
+newline), served through pods/log. Prints "ready" once the node is registered and the pod
 list read; runs until SIGTERM or SIGINT, then prints the pod LISTs and WATCHes it made.
 """
 
@@ -23,11 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespace", default="")
     parser.add_argument("--run-seconds", type=float, default=1.0)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--log", default="", help="what every container prints when it starts")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    rules = [Rule("*", run_seconds=args.run_seconds)]
+    rules = [Rule("*", run_seconds=args.run_seconds, log=args.log.replace("\\n", "\n"))]
     with Kubelet(args.kubeconfig, rules, namespace=args.namespace, workers=args.workers) as kubelet:
         print("ready", flush=True)
         stop.wait()

@@ -122,7 +122,9 @@ def run_setup(setup: Setup, args: argparse.Namespace, round_: int) -> Obj:
     with ControlPlane(controller_manager=False, apiserver_flags=flags, crds=crds) as cp:
         cp.ensure_namespace(harness.NAMESPACE)
         log = audit.AuditLog(workdir / "audit.log")
-        kubelet = harness.start_kubelet(cp, args.run_seconds, args.kubelet_workers, workdir)
+        kubelet = harness.start_kubelet(
+            cp, args.run_seconds, args.kubelet_workers, workdir, getattr(args, "pod_log", "")
+        )
         operators: list[harness.Process] = []
         try:
             operators, user = start_operators(cp, setup, args, workdir)
@@ -152,8 +154,9 @@ def start_operators(
     namespace, name = TRAINOP_SA
     kubeconfig = cp.kubeconfig_for(_token(cp, namespace, name), workdir / "operator.kc")
     groups = [(k,) for k in setup.kinds] if setup.operator == "trainop-split" else [setup.kinds]
+    flags = tuple(getattr(args, "trainop_flags", ()))
     processes = [
-        harness.start_trainop(f"trainop-{i}", kubeconfig, kinds, qps, burst, workdir)
+        harness.start_trainop(f"trainop-{i}", kubeconfig, kinds, qps, burst, workdir, flags)
         for i, kinds in enumerate(groups)
     ]
     for process in processes:
@@ -398,26 +401,32 @@ def trainop_revision() -> str:
         return "unknown"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def workload_flags(parser: argparse.ArgumentParser, rounds: int, timeout: float) -> Any:
+    """The workload's flags, shared with benchmarks/progress_cost.py; `parser.add_argument`."""
     add = parser.add_argument
     add("--jobs", type=int, default=60, help="measured jobs per setup (kinds take turns)")
     add("--replicas", type=int, default=4, help="pods per job")
     add("--rate", type=float, default=5.0, help="jobs created per second (<= 0: at once)")
-    add("--rounds", type=int, default=3, help="rounds; setups alternate, order flips each round")
+    add("--rounds", type=int, default=rounds, help="rounds; setups alternate, order flips each")
     add("--warmup", type=int, default=1, help="warm-up jobs per kind before each measured run")
     add("--run-seconds", type=float, default=5.0, help="how long every pod runs")
+    add("--kubelet-workers", type=int, default=4, help="the stand-in's writer threads")
+    add("--scrape-every", type=float, default=2.0, help="seconds between queue-depth samples")
+    add("--timeout", type=float, default=timeout, help="seconds a measured run may take")
+    return add
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add = workload_flags(parser, rounds=3, timeout=1800.0)
     add("--limits", nargs="+", choices=sorted(LIMITS), default=["default", "raised"])
     add("--operators", nargs="+", choices=["trainop", "upstream"], default=["trainop", "upstream"])
     add("--no-mxjob", dest="mxjob", action="store_false", help="skip the v1.8.1 MXJob comparison")
     add("--split", action="store_true", help="add a trainop process per kind (a secondary line)")
     saturate = "add the saturating comparison: N jobs created at once, raised limits (0: off)"
     add("--saturate", type=int, default=0, metavar="N", help=saturate)
-    add("--kubelet-workers", type=int, default=4, help="the stand-in's writer threads")
-    add("--scrape-every", type=float, default=2.0, help="seconds between queue-depth samples")
-    add("--timeout", type=float, default=1800.0, help="seconds a measured run may take")
     add("--profile", action="store_true", help="py-spy record every trainop operator")
     add("--json", type=Path, default=harness.REPO / "benchmarks/results/operator_vs_upstream.json")
     add("--workdir", type=Path, help="logs, audit logs, profiles (default: a new temp dir)")

@@ -199,15 +199,17 @@ def test_submit_get_logs_delete(
     assert capsys.readouterr().out == "w\n"
     assert main(["get"]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split() == ["NAME", "KIND", "STATE", "AGE", "REPLICAS"]
-    assert row.split()[:3] == ["xgb", "XGBoostJob", "Succeeded"]
+    assert header.split() == ["NAME", "KIND", "STATE", "PROGRESS", "ETA", "AGE", "REPLICAS"]
+    assert row.split()[:3] == ["xgb", "XGBoostJob", "Succeeded"]  # no progress printed: none
     assert row.endswith("master 1/1 worker 2/2")
     assert main(["get", "-A"]) == 0
-    assert capsys.readouterr().out.split()[:6] == [
+    assert capsys.readouterr().out.split()[:8] == [
         "NAMESPACE",
         "NAME",
         "KIND",
         "STATE",
+        "PROGRESS",
+        "ETA",
         "AGE",
         "REPLICAS",
     ]

@@ -16,6 +16,7 @@ import pytest
 
 from trainop_core.backends.local import LocalBackend
 from trainop_core.client import TrainingClient, is_succeeded, job_state
+from trainop_core.progress import trainer_status_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,6 +75,9 @@ def test_example_runs_to_succeeded(
     assert counts == expected["replicas"]
     for pattern in expected["must_match"]:
         assert re.search(pattern, text, re.MULTILINE), f"{pattern!r} not in logs:\n{text[-3000:]}"
+    if "progress" in expected:  # written by the supervisor when the primary replica ended
+        progress = trainer_status_of(client.get(created.name, created.namespace))
+        assert progress is not None and progress.progress_percentage == expected["progress"]
 
 
 def _flaky_attempt(job_dir: Path, env: dict[str, str]) -> int:

@@ -1,8 +1,10 @@
 """A tiny trial for hyperparameter search: `loss = (lr - 0.01)^2` once per step.
 
 It prints Katib's StdOut metric format (`loss=... step=N`), which is all a trial runner reads, so
-the best learning rate of any search is known in advance (0.01). A negative --lr fails the job
-(exit 1), for trying failed trials. Only the standard library: it runs in any Python image.
+the best learning rate of any search is known in advance (0.01), and its progress as Kubeflow
+Trainer names it (`progressPercentage=...`), which trainop shows (`trainop get`, Tune's results).
+A negative --lr fails the job (exit 1), for trying failed trials. Only the standard library: it
+runs in any Python image.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         # The same loss every step keeps the ranking exact, whatever step a scheduler stops at;
         # a small per-step term that shrinks with the step makes the curve look like training.
         loss = (args.lr - 0.01) ** 2 + 1e-3 / step
-        print(f"loss={loss:.10g} step={step}", flush=True)
+        progress = 100 * step // args.steps
+        print(f"loss={loss:.10g} progressPercentage={progress} step={step}", flush=True)
     return 0
 
 

@@ -12,7 +12,9 @@ The output is meant to *prove* that training was distributed:
     (checked with an all_reduce of a parameter checksum),
   * test accuracy is computed on a sharded test set and all-reduced.
 
-Rank 0 prints the final metrics as Katib-style ``name=value`` lines.
+Rank 0 prints its progress after each epoch (``progressPercentage=`` and
+``estimatedRemainingSeconds=``, which trainop shows as the job's progress) and the final metrics
+as Katib-style ``name=value`` lines.
 """
 
 import argparse
@@ -132,6 +134,13 @@ def main():
             f"samples_seen={int(tot[2].item())}",
             flush=True,
         )
+        if rank == 0:  # the job's progress (Kubeflow Trainer's trainerStatus; docs/progress.md)
+            per_epoch = (time.time() - t0) / epoch
+            print(
+                f"progressPercentage={100 * epoch // args.epochs} "
+                f"estimatedRemainingSeconds={per_epoch * (args.epochs - epoch):.0f}",
+                flush=True,
+            )
 
     test_loss, test_acc = evaluate()
 

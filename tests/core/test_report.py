@@ -1,8 +1,9 @@
 import io
+import math
 
 import pytest
 
-from trainop_core.report import collect_metrics, parse_metrics, report
+from trainop_core.report import collect_metrics, collect_progress, parse_metrics, report
 
 
 @pytest.mark.parametrize(
@@ -28,13 +29,13 @@ def test_pairs_on_a_line_are_parsed(line: str, expected: dict[str, float]) -> No
 
 @pytest.mark.parametrize(
     "line",
-    ["starting training", "version=2.1.0", "path=/tmp/x", "name=abc", "loss=nan"],
+    ["starting training", "version=2.1.0", "path=/tmp/x", "name=abc", "x" * 9000],
     ids=[
         "plain text has no metrics",
         "a dotted version is not a number",
         "a path is not a number",
         "a word is not a number",
-        "nan is not a number",
+        "a long line without a pair is only noise",
     ],
 )
 def test_lines_without_numeric_pairs_give_nothing(line: str) -> None:
@@ -65,3 +66,67 @@ def test_report_prints_what_parse_reads_back() -> None:
 def test_report_rejects_a_name_the_parser_could_not_read() -> None:
     with pytest.raises(ValueError, match="metric name 'bad name'"):
         report(**{"bad name": 1.0})
+
+
+@pytest.mark.parametrize(
+    ("line", "reasons"),
+    [
+        ("loss=nan", ["not-finite"]),
+        ("loss=-Infinity acc=0.5", ["not-finite"]),
+        ("loss=1e999", ["not-finite"]),
+        ("progressPercentage=101", ["out-of-range"]),
+        ("estimatedRemainingSeconds=-1", ["out-of-range"]),
+        ("step=1e300 timestamp=1e300", ["out-of-range", "out-of-range"]),
+        ("x" * 65 + "=1", ["name-too-long"]),
+        ("loss=1 " + "y" * 9000, ["line-too-long"]),
+    ],
+    ids=[
+        "nan is dropped and said",
+        "an infinity is dropped, the finite pair kept",
+        "a number too large for a float is dropped",
+        "a progress above 100 percent is dropped",
+        "a negative remaining time is dropped",
+        "a step or timestamp out of range is dropped instead of raising",
+        "a name longer than Trainer allows is dropped",
+        "a line longer than the parser reads is dropped whole",
+    ],
+)
+def test_what_cannot_be_reported_is_dropped_and_said(line: str, reasons: list[str]) -> None:
+    record = parse_metrics(line)
+    assert record is not None
+    assert [d.reason for d in record.dropped] == reasons
+    assert all(math.isfinite(v) for v in record.values.values())
+
+
+def test_progress_fields_are_read_apart_from_the_metrics() -> None:
+    record = parse_metrics("loss=0.2 progressPercentage=45.9 estimatedRemainingSeconds=120.5")
+    assert record is not None
+    assert record.values == {"loss": 0.2}
+    assert record.progress() == {"progressPercentage": 45, "estimatedRemainingSeconds": 120}
+
+
+def test_a_line_with_only_progress_is_a_record() -> None:
+    record = parse_metrics("progressPercentage=100")
+    assert record is not None and record.values == {} and record.progress_percentage == 100
+
+
+def test_report_prints_progress_with_trainers_names() -> None:
+    out = io.StringIO()
+    report(loss=0.5, progress_percent=45.5, estimated_remaining_seconds=90, file=out)
+    assert out.getvalue() == "loss=0.5 progressPercentage=45 estimatedRemainingSeconds=90\n"
+    record = parse_metrics(out.getvalue())
+    assert record is not None and record.progress() == {
+        "progressPercentage": 45,
+        "estimatedRemainingSeconds": 90,
+    }
+
+
+@pytest.mark.parametrize("percent", [-1, 100.5, float("nan")], ids=["negative", "over", "nan"])
+def test_report_refuses_a_progress_outside_its_range(percent: float) -> None:
+    with pytest.raises(ValueError, match="progress_percent"):
+        report(progress_percent=percent, file=io.StringIO())
+
+
+def test_collect_progress_keeps_the_last_of_each_field() -> None:
+    lines = ["progressPercentage=10 estimatedRemainingSeconds=90", "noise", "progressPercentage=20"]
+    assert collect_progress(lines) == {"progressPercentage": 20, "estimatedRemainingSeconds": 90}

@@ -38,6 +38,7 @@ EXAMPLES = {
             r"^accuracy=0\.(8|9)\d+",
             r"^loss=\d+\.\d+",
         ],
+        "progress": 100,  # its progressPercentage when it ends, as the job carries it
         "timeout_s": 120,
         "measured_s": 7.3,
     },
@@ -51,6 +52,7 @@ EXAMPLES = {
             r"replicas_in_sync=True",
             r"^accuracy=0\.(8|9)\d+",
         ],
+        "progress": 100,
         "timeout_s": 120,
         "measured_s": 10.9,
     },

@@ -272,3 +272,30 @@ def test_a_trainjob_command_task_is_created_as_written_with_its_inputs_filled_in
         "args": ["--rounds", "7"],
         "env": [{"name": "FLYTE_INTERNAL_EXECUTION_ID", "value": "abc123"}],
     }
+
+
+def test_get_shows_the_training_progress_while_it_runs_and_keeps_it_at_the_end(
+    k8s: K8s,
+) -> None:
+    k8s.kubelet.rules[:] = [
+        Rule("*-master-0", run_seconds=None, log="loss=0.5 progressPercentage=45\n"),
+        Rule("*", run_seconds=None),
+    ]
+    connector = TrainingJobConnector(
+        lambda: TrainingClient(backend="kubernetes", kubeconfig=str(k8s.kubeconfig))
+    )
+    with k8s.operator(progress_interval=0.5):
+        template = propeller_template(flyte_tasks.rank_sum)
+        meta = connector.create(template, OUTPUT_PREFIX, None, execution_metadata(k8s.namespace))
+        deadline = time.monotonic() + 60
+        while "45%" not in (running := connector.get(meta)).message:
+            assert time.monotonic() < deadline, running.message
+            time.sleep(0.2)
+        assert running.phase == TaskExecution.RUNNING
+        assert running.message.endswith("| 45% | loss=0.5")
+        assert running.custom_info["trainerStatus"]["progressPercentage"] == 45
+        for pod in (f"{meta.name}-master-0", f"{meta.name}-worker-0", f"{meta.name}-worker-1"):
+            k8s.kubelet.terminate(k8s.namespace, pod, 0)
+        done = poll(connector, meta)
+    assert done.phase == TaskExecution.SUCCEEDED
+    assert done.custom_info["trainerStatus"]["metrics"] == [{"name": "loss", "value": "0.5"}]

@@ -30,11 +30,13 @@ def test_metrics_of_the_primary_replica_stream_in_order_while_the_job_runs(
             running_when_received.append(not is_finished(job))
             steps.append(record.step)
             assert record.values == {"loss": pytest.approx(quadratic_loss(0.02, record.step))}
+            assert record.progress_percentage == 25 * record.step  # apart from the metrics
         result = trial.result()
     assert steps == [1, 2, 3, 4]
     assert running_when_received[0], "the first line arrived only after the job had finished"
     assert result.state == "Succeeded"
     assert result.metrics == {"loss": pytest.approx(quadratic_loss(0.02, 4))}
+    assert result.progress == {"progressPercentage": 100}
     assert result.job_name == trial.job_name == runner.job_name("a1")
     assert client.list("hpo") == [], "leaving the with block deletes the job"
     assert leftovers(tag, home) == []

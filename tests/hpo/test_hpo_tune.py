@@ -67,7 +67,9 @@ def test_the_best_trial_has_the_lr_the_loss_formula_favours(asha_search: Search)
     assert [row.params for row in best] == [{"lr": expected}]
     assert best[0].state == "Succeeded"
     assert best[0].metric == pytest.approx(quadratic_loss(expected, STEPS))
-    assert asha_search.grid.get_best_result().config == {"lr": expected}
+    best_result = asha_search.grid.get_best_result()
+    assert best_result.config == {"lr": expected}
+    assert best_result.metrics["progressPercentage"] == 100  # the trial's progress, reported
 
 
 def test_asha_stops_some_trials_early_and_leaves_no_job_or_process(

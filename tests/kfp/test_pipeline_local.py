@@ -89,17 +89,18 @@ def test_a_timeout_fails_the_task_and_deletes_the_job(
 def test_both_components_run_under_kfp_local_and_a_timeout_of_0_is_no_limit(
     kfp_local: Path, tag: str, component: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    code = "import time; time.sleep(2); print('accuracy=0.75', flush=True)"
+    code = "import time; time.sleep(2); print('accuracy=0.75 progressPercentage=100', flush=True)"
     job = python_job("kfp-no-limit", code)
 
     if component == "run_training_job":
         task = run_training_job(job=job, backend="local", timeout_seconds=0)
         assert task.outputs["state"] == "Succeeded"
-        assert task.outputs["metrics"].metadata == {"accuracy": 0.75}
+        # the metrics artifact, where a KFP user looks: the metrics and the progress last said
+        assert task.outputs["metrics"].metadata == {"accuracy": 0.75, "progressPercentage": 100}
     else:
         trainop_run(job_yaml=yaml.safe_dump(job), backend="local", timeout_seconds=0)
 
-    assert "master-0 | accuracy=0.75" in capfd.readouterr().out
+    assert "master-0 | accuracy=0.75 progressPercentage=100" in capfd.readouterr().out
     assert TrainingClient().list() == []  # deleted at the end either way
     assert wait_until_no_processes(tag) == []
 

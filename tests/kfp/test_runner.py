@@ -16,13 +16,17 @@ from trainop_core.errors import InvalidJobError, JobTimeoutError
 
 
 def test_a_succeeded_job_returns_the_metrics_its_primary_replica_printed(tag: str) -> None:
-    code = "import os; print('loss=0.5 step=1'); print(f'loss=0.25 rank={os.environ[\"RANK\"]}')"
+    code = (
+        "import os; print('loss=0.5 step=1 progressPercentage=50 estimatedRemainingSeconds=3'); "
+        "print(f'loss=0.25 rank={os.environ[\"RANK\"]}')"
+    )
     echoed: list[str] = []
 
     result = run_job(python_job("ok", code), timeout_seconds=60, echo=echoed.append)
 
     assert result.state == "Succeeded"
     assert result.metrics == {"loss": 0.25, "rank": 0.0}  # the Master's, not the Worker's
+    assert result.progress == {"progressPercentage": 50, "estimatedRemainingSeconds": 3}
     assert "master-0 | loss=0.25 rank=0" in echoed
     assert TrainingClient().list() == []  # delete_after
 

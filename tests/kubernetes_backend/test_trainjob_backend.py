@@ -194,8 +194,8 @@ def test_trainop_submit_with_a_queue_labels_the_trainjob_as_kueue_reads_it_and_g
     assert labels == {"kueue.x-k8s.io/queue-name": "team-a"}
     assert main(["get", "--backend", "kubernetes"]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split() == ["NAME", "KIND", "STATE", "AGE", "REPLICAS"]
-    name, kind, state, _, replicas = row.split(maxsplit=4)
+    assert header.split() == ["NAME", "KIND", "STATE", "PROGRESS", "ETA", "AGE", "REPLICAS"]
+    name, kind, state, _, replicas = row.split(maxsplit=4)  # PROGRESS, ETA: none reported
     assert (name, kind, state, replicas) == ("tj", "TrainJob", "Created", "node 0/2")
 
 

@@ -173,17 +173,12 @@ def replica_detail(job: TrainingJob) -> str:
 
 def age(job: TrainingJob, now: datetime | None = None) -> str:
     """kubectl's AGE: 45s, 3m12s, 2h5m, 4d."""
+    from trainop_core.progress import duration
+
     created = job.metadata.creation_timestamp
     if created is None:
         return "<unknown>"
-    seconds = int(((now or datetime.now(timezone.utc)) - created).total_seconds())
-    if seconds < 120:
-        return f"{max(seconds, 0)}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60}s" if seconds < 600 else f"{seconds // 60}m"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{(seconds % 3600) // 60}m"
-    return f"{seconds // 86400}d"
+    return duration(((now or datetime.now(timezone.utc)) - created).total_seconds())
 
 
 def state_label(job: TrainingJob) -> str:

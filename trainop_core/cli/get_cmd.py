@@ -30,8 +30,11 @@ def register(subparsers: Any) -> None:
         help="list jobs or show one",
         description=(
             "Without NAME, list the jobs of the namespace (-A: of every namespace) as a table: "
-            "NAME, KIND, STATE (the newest true condition), AGE and REPLICAS (per replica type, "
-            "running or succeeded / desired), and MESSAGE when a job is Queued: why its queue "
+            "NAME, KIND, STATE (the newest true condition), PROGRESS and ETA (what the job's "
+            "primary replica last reported as progressPercentage and estimatedRemainingSeconds, "
+            "Kubeflow Trainer's trainerStatus; empty when it reported none), AGE and REPLICAS "
+            "(per replica type, running or succeeded / desired), and MESSAGE when a job is "
+            "Queued: why its queue "
             "holds it (Kueue's reason on Kubernetes, the local queue's here: see `trainop queue`). "
             "With NAME, that job only. -o yaml|json prints "
             "the jobs with their status. A job whose stored state is damaged is listed as Damaged, "
@@ -84,9 +87,12 @@ def _render(
             return dump_json(jobs[0]).rstrip()
         items = [to_wire(job) for job in jobs]
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
-    header = ["NAME", "KIND", "STATE", "AGE", "REPLICAS"]
+    from trainop_core.progress import cells
+
+    header = ["NAME", "KIND", "STATE", "PROGRESS", "ETA", "AGE", "REPLICAS"]
     rows = [
-        [job.name, job.kind, _state(job, queued), age(job), replica_summary(job)] for job in jobs
+        [job.name, job.kind, _state(job, queued), *cells(job), age(job), replica_summary(job)]
+        for job in jobs
     ]
     messages = [_message(job, queued) for job in jobs]
     if any(messages):

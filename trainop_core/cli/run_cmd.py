@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from trainop_core.cli._output import (
     EXIT_FAILED,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from trainop_core.api.job import TrainingJob
     from trainop_core.client import TrainingClient
 
-STATUS_SLICE_SECONDS = 0.5  # how often the progress line is refreshed
+STATUS_SLICE_SECONDS = 0.5  # how often the job's state is read for the status line
 
 
 def register(subparsers: Any) -> None:
@@ -56,8 +56,11 @@ def register(subparsers: Any) -> None:
             "Validate FILE (one job of any kind: TFJob, MPIJob, ..., or a Kubeflow Trainer v2 "
             "TrainJob, run with its runtime from --runtimes or the defaults, or on --backend "
             "kubernetes the cluster's), start it, stream "
-            "every replica's output prefixed `master-0 | ...` on stdout and its progress on stderr "
-            "(a refreshing line on a terminal, a line per change otherwise), and wait until it "
+            "every replica's output prefixed `master-0 | ...` on stdout and its state on stderr, "
+            "with the progress its primary replica reports (progressPercentage=, "
+            "estimatedRemainingSeconds= and name=value lines: see docs/progress.md): a live "
+            "line with a progress bar and the newest metrics on a terminal; elsewhere a line "
+            "per change of state, and progress at most every 10 s. Wait until it "
             "Succeeded or Failed. Exit codes: 0 Succeeded, 1 Failed, 2 invalid input (nothing "
             "was started), 124 --timeout expired, 130 interrupted (Ctrl-C), 143 terminated "
             "(SIGTERM); in the last three cases every replica is stopped and the job is recorded "
@@ -159,20 +162,30 @@ class _Follower:
     """Streams logs (a thread) while the main thread watches status and handles interruptions."""
 
     def __init__(self, client: TrainingClient, job: TrainingJob, timeout: float | None) -> None:
+        from trainop_core.cli._display import display_for
+        from trainop_core.client import primary_replica
+        from trainop_core.progress import ProgressTracker
+
         self.client = client
         self.name, self.namespace = job.name, job.namespace
         self.label = f"{resource(job.kind)}/{job.name}"
         self.timeout = timeout
         self.started = time.monotonic()
-        self.err: TextIO = sys.stderr
-        self.tty = self.err.isatty()
-        self.lock = threading.Lock()
-        self.status = ""
+        self.display = display_for(sys.stderr)
+        self.primary = primary_replica(job)  # whose lines carry the progress
+        self.progress = ProgressTracker()
+        self.lock = threading.Lock()  # the tracker: fed by the log thread, read by the watcher
         self.last: TrainingJob = job  # the newest state seen, for a job deleted under us
         self.attached = threading.Event()  # the log stream is open (it outlives a deletion)
         self.said_suspended = False
 
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            self.display.close()
+
+    def _run(self) -> int:
         pump = threading.Thread(target=self._pump_logs, daemon=True)
         pump.start()
         self.attached.wait(timeout=30)
@@ -228,6 +241,11 @@ class _Follower:
         conditions = job.status.conditions if job.status else []
         message = next((c.message for c in reversed(conditions) if c.message), "")
         summary = f"{self.label} {display_state(job)} after {self._elapsed():.1f}s"
+        with self.lock:
+            progress = self.progress.status()
+        if progress is not None:
+            summary += f" | {progress.summary()}"
+        self.display.close()  # the last state stays drawn, the summary comes below it
         self._say(f"{summary}: {message}" if message and not is_succeeded(job) else summary)
         return EXIT_OK if is_succeeded(job) else EXIT_FAILED
 
@@ -237,10 +255,10 @@ class _Follower:
             lines = self.client.logs(self.name, self.namespace, follow=True)
             self.attached.set()
             for line in lines:
-                with self.lock:
-                    self._clear()
-                    print(f"{line.replica} | {line.text}", flush=True)
-                    self._redraw()
+                self.display.log(f"{line.replica} | {line.text}")
+                if line.replica == self.primary:
+                    with self.lock:
+                        self.progress.feed(line.text)
         except TrainopError:
             return  # the job was deleted under us; the watcher reports it
         finally:
@@ -249,15 +267,10 @@ class _Follower:
     def _show(self, job: TrainingJob) -> None:
         if display_state(job) == "Suspended" or job.spec.run_policy.suspend:
             self._say_suspended()
-        status = f"{self.label}: {display_state(job)} | {replica_detail(job)}"
         with self.lock:
-            if self.tty:
-                self.status = f"{status} | {self._elapsed():.0f}s"
-                self._clear()
-                self._redraw()
-            elif status != self.status:
-                self.status = status
-                print(f"{status} | {self._elapsed():.1f}s", file=self.err, flush=True)
+            progress = self.progress.status()
+        state, detail = display_state(job), replica_detail(job)
+        self.display.show(self.label, state, detail, progress, self._elapsed())
 
     def _say_suspended(self) -> None:
         if not self.said_suspended:
@@ -268,19 +281,7 @@ class _Follower:
             )
 
     def _say(self, text: str) -> None:
-        with self.lock:
-            self._clear()
-            self.status = ""
-            print(text, file=self.err, flush=True)
-
-    def _clear(self) -> None:
-        if self.tty and self.status:
-            self.err.write("\r\033[K")
-
-    def _redraw(self) -> None:
-        if self.tty and self.status:
-            self.err.write(self.status[:200])
-            self.err.flush()
+        self.display.say(text)
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -19,7 +19,7 @@ from trainop_core.api.admission import EVENT_REASON, admission_warnings
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import MANAGED_BY_OPERATOR, utc_now
 from trainop_core.decorators.decoration import Decorators
-from trainop_core.errors import InvalidJobError, TerminalError
+from trainop_core.errors import InvalidJobError, TerminalError, TrainopError
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.table import KindRegistry
 from trainop_core.operator.effects import Applier, StatusConflict, expectation_keys
@@ -33,6 +33,7 @@ from trainop_core.operator.workqueue import WorkQueue
 from trainop_core.planner import plan as make_plan
 from trainop_core.planner.addressing import KubernetesAddressing
 from trainop_core.planner.types import Plan, PlanOptions
+from trainop_core.replicas import primary_replica
 
 log = logging.getLogger(__name__)
 
@@ -193,10 +194,29 @@ class JobController:
 
     def _prepare(self, key: str, job: Obj) -> TrainingJob:
         try:
-            return self.prepared.get(key, job)
+            return self.model_of(key, job)
         except InvalidJobError as exc:
             self._mark_invalid(job, exc)
             raise TerminalError(str(exc)) from exc
+
+    def model_of(self, key: str, job: Obj) -> TrainingJob:
+        """The prepared model of the cached `job` (kept per generation); InvalidJobError if it
+        is not valid. Writes nothing."""
+        return self.prepared.get(key, job)
+
+    def cached_job(self, key: str) -> Obj | None:
+        return self.jobs.get(key)
+
+    def primary_replica(self, key: str) -> tuple[str, int] | None:
+        """(replica type, index) of the replica whose output is the job's (its progress), None
+        if the job is not cached or not valid. No I/O."""
+        job = self.jobs.get(key)
+        if job is None:
+            return None
+        try:
+            return primary_replica(self.model_of(key, job), self.kind)
+        except TrainopError:
+            return None
 
     def _record_admission_warnings(self, job: Obj, model: TrainingJob) -> None:
         """Record them on the job, once, on its first reconcile (before any condition is

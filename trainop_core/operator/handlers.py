@@ -7,7 +7,9 @@ event that changes neither needs none:
   container turning ready, a condition's timestamp: fields `observe` does not read);
 - the job update that carries our own write back (`JobController.wrote`: every write to a job
   is guarded by the resourceVersion it was planned from, so the reconcile that made it planned
-  from everything the new version holds); a change of the spec comes with a new generation.
+  from everything the new version holds); a change of the spec comes with a new generation;
+- a job update that only changes its training progress (`operator.progress.progress_only`),
+  which no plan reads.
 
 Every other event enqueues the job, as controller-runtime's handlers do; a child's events after
 a short batch period (`CHILD_BATCH_SECONDS`, as kube-controller-manager's Job controller batches
@@ -29,6 +31,7 @@ from trainop_core.operator.effects import expectation_keys
 from trainop_core.operator.expectations import Expectations
 from trainop_core.operator.kube import Obj
 from trainop_core.operator.observe import controller_ref, observe_pod, observe_service
+from trainop_core.operator.progress import progress_only
 from trainop_core.operator.workqueue import WorkQueue
 
 OWNER_GROUPS = ("kubeflow.org/", "trainer.kubeflow.org/")  # v1 jobs, TrainJobs
@@ -63,6 +66,8 @@ class JobHandler:
 
     def on_update(self, old: Obj, new: Obj) -> None:
         if _same_generation(old, new) and self.controller.wrote(old, new):
+            return
+        if progress_only(old, new):  # the progress collector's write: nothing to plan
             return
         self.controller.enqueue(new)
 

@@ -61,6 +61,9 @@ class Resource:
 PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 EVENTS = Resource("", "v1", "events", "Event")
+# A subresource, read as PODS.path(ns, pod, "log"): training progress (operator/progress.py)
+# is read from the primary replica's output. Named here for the RBAC it needs.
+PODS_LOG = Resource("", "v1", "pods/log", "PodLogOptions")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 VOLCANO_POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
@@ -204,8 +207,27 @@ class KubeClient:
         A 429 or 5xx answer with Retry-After is waited out and sent again, up to MAX_RETRIES
         times, as client-go does (the server did not act on it)."""
         data = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": JSON, "Content-Type": content_type}
-        url = target(path, query)
+        raw = self._exchange(method, target(path, query), data, content_type, JSON, timeout)
+        decoded: Obj = json.loads(raw) if raw else {}
+        return decoded
+
+    def get_text(
+        self, path: str, query: dict[str, Any], timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    ) -> str:
+        """A GET whose answer is text, not JSON (a pod's log); as `request` otherwise."""
+        raw = self._exchange("GET", target(path, query), None, JSON, "*/*", timeout)
+        return raw.decode(errors="replace")
+
+    def _exchange(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        content_type: str,
+        accept: str,
+        timeout: tuple[float, float],
+    ) -> bytes:
+        headers = {"Accept": accept, "Content-Type": content_type}
         for attempt in range(self.retries + 1):
             self._admit(method)
             try:
@@ -215,8 +237,7 @@ class KubeClient:
                 raise ApiError(0, "TransportError", str(exc), answer_lost=exc.sent) from exc
             self._count(method, str(status))
             if status < 300:
-                decoded: Obj = json.loads(raw) if raw else {}
-                return decoded
+                return raw
             error = ApiError.from_answer(status, raw)
             seconds = _retry_after(status, answer_headers.get("Retry-After"))
             if seconds is None or attempt == self.retries or (self.stop and self.stop.is_set()):

@@ -53,6 +53,7 @@ from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.metrics_auth import metrics_endpoint
 from trainop_core.operator.observe import JOB_NAME_LABEL, cached_child, owner_index
 from trainop_core.operator.options import Options
+from trainop_core.operator.progress import ProgressCollector
 from trainop_core.operator.recorder import EventRecorder
 from trainop_core.operator.webhook import Webhooks
 from trainop_core.planner.types import PlanOptions
@@ -127,6 +128,7 @@ class Manager:
         self.informers: dict[str, Informer] = {}
         self.controllers: dict[str, JobController] = {}
         self._build_controllers()
+        self.progress = self._build_progress(api, may_write)
         self._workers_started = threading.Event()
         self.lost_leadership = False
         self.webhooks = self._build_webhooks()
@@ -190,6 +192,26 @@ class Manager:
                 self.informers[name].add_handler(
                     ChildHandler(self.controllers, self.expectations, name)
                 )
+
+    def _build_progress(
+        self, api: Connection, may_write: Callable[[], bool] | None
+    ) -> ProgressCollector | None:
+        """Training progress from the primary pods' logs (operator/progress.py), on its own
+        client taking the spare tokens of the one bucket, as events do."""
+        if self.options.progress_interval <= 0:
+            return None
+        client = KubeClient(api, -1, 1, self.metrics, self.stop, may_write=may_write)
+        collector = ProgressCollector(
+            client,
+            self.controllers,
+            self.recorder,
+            self.metrics,
+            self.stop,
+            self.options.progress_interval,
+            self.client.bucket,
+        )
+        self.informers["pods"].add_handler(collector)
+        return collector
 
     def _trainjob_controller(self, caches: Caches, plan_options: PlanOptions) -> JobController:
         """TrainJobs, their runtimes read from two more shared caches."""
@@ -308,6 +330,8 @@ class Manager:
     def shutdown(self) -> None:
         """Stop everything (thread-safe, idempotent; what SIGTERM/SIGINT call)."""
         self.stop.set()
+        if self.progress is not None:
+            self.progress.wake()
         for controller in self.controllers.values():
             controller.queue.shutdown()
 
@@ -316,6 +340,8 @@ class Manager:
             controller.start_workers(self.options.controller_threads, self.stop)
             for job in controller.jobs.list():
                 controller.enqueue(job)  # anything cached while we waited for the lease
+        if self.progress is not None:  # it writes: only where the reconcilers run
+            self.progress.start()
         self._workers_started.set()
         log.info("controllers started: %s", ", ".join(self.controllers))
 

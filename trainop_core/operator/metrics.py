@@ -285,6 +285,27 @@ class OperatorMetrics:
             "leader_election_master_status", "1 while this process holds the lease", ("name",)
         )
         self._decorator_metrics(r)
+        self._progress_metrics(r)
+
+    def _progress_metrics(self, r: Registry) -> None:
+        self.progress_reads = r.counter(
+            "trainop_progress_log_reads_total",
+            "Reads of a primary pod's log for training progress, by result",
+            ("result",),
+        )
+        self.progress_writes = r.counter(
+            "trainop_progress_writes_total",
+            "Writes of a job's training progress (annotation or trainerStatus), by result",
+            ("result",),
+        )
+        self.progress_dropped = r.counter(
+            "trainop_progress_dropped_total",
+            "Progress output left out (nan, out of range, too long, flood, ...), by reason",
+            ("reason",),
+        )
+        self.progress_followed = r.gauge(
+            "trainop_progress_followed_jobs", "Jobs whose primary pod's log is followed"
+        )
 
     def _decorator_metrics(self, r: Registry) -> None:
         server = ("server",)

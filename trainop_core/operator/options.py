@@ -23,6 +23,7 @@ from trainop_core.operator.webhook.options import (
     add_webhook_flags,
     webhook_options_from_args,
 )
+from trainop_core.progress import WRITE_INTERVAL
 
 DEFAULT_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -72,6 +73,8 @@ class Options:
     decorators: str = ""  # a DecoratorConfiguration file; "" = $TRAINOP_DECORATORS, else plugins
     webhook: WebhookOptions = field(default_factory=WebhookOptions)  # port 0: no webhooks
     mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
+    # Seconds between two writes of one job's training progress (operator/progress.py); 0: off.
+    progress_interval: float = WRITE_INTERVAL
 
     def lease_namespace(self) -> str:
         """--leader-election-namespace, else the operator's own namespace, else "default"."""
@@ -168,6 +171,16 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default="kubeflow/kubectl-delivery:latest",
         help="image of the init container that gives MPI launchers kubectl",
     )
+    add(
+        "--progress-interval",
+        type=float,
+        default=WRITE_INTERVAL,
+        metavar="SECONDS",
+        help="training progress: read each running job's primary pod log (pods/log) for "
+        "progressPercentage=, estimatedRemainingSeconds= and name=value lines and write them "
+        "to the job (a TrainJob's status.trainerStatus, a v1 job's trainop.dev/trainer-status "
+        "annotation) at most once per SECONDS (default %(default)s); 0 turns it off",
+    )
     add("--log-level", default=os.environ.get("TRAINOP_LOG_LEVEL", "INFO"))
     add_webhook_flags(parser)
 
@@ -236,6 +249,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
     )
     if not timings.lease_duration > timings.renew_deadline > timings.retry_period > 0:
         raise ValueError("need lease duration > renew deadline > retry period > 0")
+    if not 0 <= args.progress_interval < float("inf"):  # also false for nan
+        raise ValueError("--progress-interval must be 0 (off) or a number of seconds")
     if args.metrics_cert_path and not args.metrics_secure:
         raise ValueError(
             "--metrics-cert-path serves HTTPS: it cannot go with --metrics-secure=false"
@@ -266,4 +281,5 @@ def options_from_args(args: argparse.Namespace) -> Options:
         decorators=args.decorators,
         webhook=webhook_options_from_args(args),
         mpi_kubectl_delivery_image=args.mpi_kubectl_delivery_image,
+        progress_interval=args.progress_interval,
     )

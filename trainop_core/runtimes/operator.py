@@ -48,7 +48,11 @@ class TrainJobApplier(Applier):
     def _write_status(
         self, job: Obj, status: dict[str, Any], on_write: Callable[[Obj], None] | None
     ) -> Obj | None:
-        return super()._write_status(job, encode_status(status), on_write)
+        encoded = encode_status(status)
+        progress = (job.get("status") or {}).get("trainerStatus")
+        if progress is not None:  # the progress collector's (operator/progress.py): kept
+            encoded["trainerStatus"] = progress
+        return super()._write_status(job, encoded, on_write)
 
 
 class TrainJobController(JobController):
@@ -62,11 +66,16 @@ class TrainJobController(JobController):
             return True  # MultiKueue's
         return bool(job.get("metadata", {}).get("deletionTimestamp"))
 
-    def _prepare(self, key: str, job: Obj) -> TrainingJob:
+    def model_of(self, key: str, job: Obj) -> TrainingJob:
         """Not cached by generation like a v1 job: the translation also depends on the runtime,
         which may change or appear while the job waits for it."""
+        _, model = prepare_trainjob(Document(client_view(job), ""), self._catalog())
+        model.status = decode_status(job.get("status"))
+        return model
+
+    def _prepare(self, key: str, job: Obj) -> TrainingJob:
         try:
-            _, model = prepare_trainjob(Document(client_view(job), ""), self._catalog())
+            return self.model_of(key, job)
         except RuntimeNotFoundError as exc:
             # Not the job's fault for good: the runtime may be applied after it (kubectl apply
             # of a directory). Say so on the job and look again with the queue's backoff.
@@ -76,8 +85,6 @@ class TrainJobController(JobController):
         except InvalidJobError as exc:
             self._mark_invalid(job, exc)
             raise TerminalError(str(exc)) from exc
-        model.status = decode_status(job.get("status"))
-        return model
 
     def _catalog(self) -> RuntimeCatalog:
         runtimes: list[v2.TrainingRuntime] = []

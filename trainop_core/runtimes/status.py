@@ -12,6 +12,7 @@ from typing import Any
 from trainop_core.api import trainjob as v2
 from trainop_core.api.job import TrainingJob
 from trainop_core.api.types import ConditionType, JobCondition, JobStatus
+from trainop_core.progress import trainer_status_of
 from trainop_core.runtimes.policies.base import LAUNCHER, NODE
 
 COMPLETE = "Complete"
@@ -36,7 +37,13 @@ def decode_status(status: dict[str, Any] | None) -> JobStatus | None:
 
 
 def trainjob_status(job: TrainingJob) -> v2.TrainJobStatus:
-    return status_from(job.status)
+    """Trainer's status of a planned TrainJob, its progress (`trainop_core.progress`) as
+    `trainerStatus`."""
+    status = status_from(job.status)
+    progress = trainer_status_of(job)
+    if progress is not None:
+        status.trainer_status = progress.to_wire()
+    return status
 
 
 def status_from(planned: JobStatus | None) -> v2.TrainJobStatus:

@@ -2,13 +2,16 @@
 
 A real API server answers ``pods/log`` by calling the kubelet of the pod's node over HTTPS, at
 the node's InternalIP and ``status.daemonEndpoints.kubeletEndpoint.Port``. The stand-in serves
-``/containerLogs/{namespace}/{pod}/{container}`` (``tailLines``, ``limitBytes``, ``follow``) from
-the text tests give it, with a throw-away self-signed certificate (kube-apiserver does not check a
+``/containerLogs/{namespace}/{pod}/{container}`` (``tailLines``, ``sinceTime``, ``timestamps``,
+``limitBytes``, ``follow``, applied in the kubelet's order: the last lines, then those not older
+than the time, each line stamped with the time its text was given, then the byte limit) from the
+text tests give it, with a throw-away self-signed certificate (kube-apiserver does not check a
 kubelet's certificate unless ``--kubelet-certificate-authority`` is set).
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import ssl
 import tempfile
@@ -73,13 +76,28 @@ class PodLogs:
 
     def __init__(self) -> None:
         self._text: dict[LogKey, str] = {}
+        self._given: dict[LogKey, list[tuple[int, float]]] = {}  # (offset, when) of each text
         self._finished: set[tuple[str, str]] = set()
         self._cond = threading.Condition()
 
     def append(self, key: LogKey, text: str) -> None:
         with self._cond:
-            self._text[key] = self._text.get(key, "") + text
+            before = self._text.get(key, "")
+            self._given.setdefault(key, []).append((len(before), time.time()))
+            self._text[key] = before + text
             self._cond.notify_all()
+
+    def lines(self, key: LogKey) -> list[tuple[float, str]]:
+        """Every line (newline kept) with the time its text was given."""
+        with self._cond:
+            text, given = self._text.get(key, ""), list(self._given.get(key, []))
+        offsets = [offset for offset, _ in given]
+        out, start = [], 0
+        for line in text.splitlines(keepends=True):
+            chunk = max(0, bisect.bisect_right(offsets, start) - 1)
+            out.append((given[chunk][1] if given else 0.0, line))
+            start += len(line)
+        return out
 
     def finish(self, namespace: str, pod: str) -> None:
         with self._cond:
@@ -141,7 +159,7 @@ class _LogHandler(BaseHTTPRequestHandler):
         if query.get("follow") == "true":
             self._follow(key)
         else:
-            self._send(200, _cut(self.owner.logs.read(key), query).encode())
+            self._send(200, _cut(self.owner.logs.lines(key), query).encode())
 
     def _send(self, code: int, body: bytes) -> None:
         self.send_response(code)
@@ -169,13 +187,25 @@ class _LogHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-def _cut(text: str, query: dict[str, str]) -> str:
+def _cut(lines: list[tuple[float, str]], query: dict[str, str]) -> str:
     if "tailLines" in query:
-        lines = text.splitlines(keepends=True)
-        text = "".join(lines[-int(query["tailLines"]) :]) if int(query["tailLines"]) else ""
+        tail = int(query["tailLines"])
+        lines = lines[-tail:] if tail else []
+    if "sinceTime" in query:
+        since = datetime.datetime.fromisoformat(query["sinceTime"].replace("Z", "+00:00"))
+        lines = [(when, line) for when, line in lines if when >= since.timestamp()]
+    stamped = query.get("timestamps") == "true"
+    text = "".join(f"{_stamp(when)} {line}" if stamped else line for when, line in lines)
     if "limitBytes" in query:
         text = text.encode()[: int(query["limitBytes"])].decode(errors="ignore")
     return text
+
+
+def _stamp(when: float) -> str:
+    """The kubelet's RFC 3339 with nanoseconds, always nine digits."""
+    whole = int(when)
+    nanos = min(999_999_999, round((when - whole) * 1e9))
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{nanos:09d}Z"
 
 
 def _tls_context() -> ssl.SSLContext:

@@ -22,6 +22,7 @@ from flytekit.models.literals import LiteralMap
 from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
 
 from trainop_core.errors import AlreadyExistsError, NotFoundError
+from trainop_core.progress import trainer_status_of
 from trainop_flyte import outputs as job_outputs
 from trainop_flyte import replicas as job_replicas
 from trainop_flyte.cluster_trainjob import TRAINJOB_KEY, cluster_trainjob, stores_trainjobs
@@ -165,7 +166,10 @@ class TrainingJobConnector(AsyncConnectorBase):
 
     # --- get ------------------------------------------------------------------------------------
     def get(self, resource_meta: TrainingJobMetadata, **kwargs: Any) -> Resource:
-        """The job's phase, message and log links; on success a command task's outputs."""
+        """The job's phase, message and log links; on success a command task's outputs. Its
+        training progress, once the primary replica reported some, is in `custom_info`
+        (`trainerStatus`, Kubeflow Trainer's fields) and, while it runs, in the message that
+        Flyte shows as the task's status (`Running | 45% | ETA 2m0s | loss=0.23`)."""
         from trainop_core.client import failure_message, job_state
 
         try:
@@ -185,7 +189,13 @@ class TrainingJobConnector(AsyncConnectorBase):
             except job_outputs.MissingMetricError as err:
                 phase, message = TaskExecution.FAILED, f"{message}; {err}"
         links = self._log_links(job)
-        return Resource(phase=phase, message=message, log_links=links, outputs=outputs)
+        progress = trainer_status_of(job)  # what the primary replica reported, if anything
+        if progress is not None and phase == TaskExecution.RUNNING:
+            message = f"{message} | {progress.summary()}"
+        info = {"trainerStatus": progress.to_wire()} if progress is not None else None
+        return Resource(
+            phase=phase, message=message, log_links=links, outputs=outputs, custom_info=info
+        )
 
     def _outputs(self, job: Any, state: str, meta: TrainingJobMetadata) -> LiteralMap:
         """The declared outputs, metrics read from the metrics replica (with "any": from the

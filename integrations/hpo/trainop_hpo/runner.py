@@ -20,7 +20,7 @@ from typing import Any
 
 from trainop_core.client import TrainingClient, failure_message, is_succeeded, primary_replica
 from trainop_core.errors import NotFoundError, TrainopError
-from trainop_core.report import MetricRecord, collect_metrics, parse_metrics
+from trainop_core.report import MetricRecord, collect_metrics, collect_progress, parse_metrics
 from trainop_hpo.template import (
     TemplateSource,
     read_template,
@@ -42,6 +42,8 @@ class TrialResult:
     job_name: str = ""
     reason: str = ""
     last_output: tuple[str, ...] = ()  # the primary replica's last lines, to explain a failure
+    # The last progressPercentage / estimatedRemainingSeconds it printed (trainop_core.progress)
+    progress: dict[str, int] = field(default_factory=dict)
 
 
 class TrialRunner:
@@ -110,12 +112,13 @@ class Trial:
         lines = [
             line.text for line in self.client.logs(self.job_name, self.namespace, self.primary)
         ]
-        metrics = collect_metrics(lines)
+        metrics, progress = collect_metrics(lines), collect_progress(lines)
         self.latest.update(metrics)
         if is_succeeded(job):
-            return TrialResult(SUCCEEDED, metrics, self.job_name)
+            return TrialResult(SUCCEEDED, metrics, self.job_name, progress=progress)
         tail = tuple(line for line in lines if line.strip())[-OUTPUT_TAIL_LINES:]
-        return TrialResult(FAILED, metrics, self.job_name, failure_message(job), tail)
+        reason = failure_message(job)
+        return TrialResult(FAILED, metrics, self.job_name, reason, tail, progress)
 
     def stop(self, reason: str = "") -> TrialResult:
         """Delete the job: every replica is stopped, nothing of it is left. Idempotent."""

@@ -180,7 +180,9 @@ def _trainable(spec: JobTrialSpec) -> Any:
 
 
 def stream_to_tune(trial: Trial, metric: str) -> None:
-    """Report every metric line that carries `metric` (with the latest value of the others).
+    """Report every metric line that carries `metric` (with the latest value of the others and
+    of the trial's progress, `progressPercentage` and `estimatedRemainingSeconds`, once the
+    primary replica printed them).
 
     Lines without the objective only update the others: Tune needs the metric in every result.
     `tune.report` blocks until the driver took the result and raises SystemExit when the
@@ -188,6 +190,7 @@ def stream_to_tune(trial: Trial, metric: str) -> None:
     latest: dict[str, Any] = {}
     for record in trial.metrics():
         latest.update(record.values)
+        latest.update(record.progress())
         if metric in record.values:
             step = {} if record.step is None else {"step": record.step}
             tune.report({**latest, **step, JOB_KEY: trial.job_name})
@@ -207,7 +210,8 @@ def finish(trial: Trial, metric: str) -> None:
             f"job {result.job_name} succeeded but its primary replica ({trial.primary}) never "
             f"printed {metric}=<value> (metrics printed: {printed})"
         )
-    tune.report({**result.metrics, JOB_KEY: result.job_name, STATE_KEY: SUCCEEDED})
+    final = {**result.metrics, **result.progress}
+    tune.report({**final, JOB_KEY: result.job_name, STATE_KEY: SUCCEEDED})
 
 
 class JobCleanupCallback(tune.Callback):

@@ -29,7 +29,7 @@ from trainop_core.client import (
     primary_replica,
 )
 from trainop_core.errors import InvalidJobError, JobTimeoutError, Problem, TrainopError
-from trainop_core.report import collect_metrics
+from trainop_core.report import collect_metrics, collect_progress
 from trainop_core.templating import substitute
 from trainop_kfp.coerce import coerce_ints
 from trainop_kfp.passthrough import PodSettings, apply_pod_settings
@@ -50,6 +50,8 @@ class JobResult:
     metrics: dict[str, float] = field(default_factory=dict)
     message: str = ""
     last_lines: tuple[str, ...] = ()  # the primary replica's last lines, for failure reports
+    # The last progressPercentage / estimatedRemainingSeconds it printed (trainop_core.progress)
+    progress: dict[str, int] = field(default_factory=dict)
 
 
 class TrainingJobFailed(TrainopError):
@@ -182,6 +184,7 @@ def _follow(
         metrics=collect_metrics(list(lines)),
         message=_last_message(finished),
         last_lines=tuple(lines[-FAILURE_TAIL_LINES:]),
+        progress=collect_progress(list(lines)),
     )
 
 
@@ -261,8 +264,10 @@ def run_component(
     workdir: str = "",
 ) -> tuple[str, str]:
     """The body of the KFP components: the job from exactly one of `job`, `job_yaml` or
-    `template` + `params`; metrics logged to `metrics` (a `dsl.Metrics`); returns (state, name).
-    A SIGTERM ends the process with status 143 once the job is deleted."""
+    `template` + `params`; metrics logged to `metrics` (a `dsl.Metrics`), with the last
+    progress the primary replica reported (`progressPercentage`, `estimatedRemainingSeconds`);
+    returns (state, name). A SIGTERM ends the process with status 143 once the job is
+    deleted."""
     source = _one_source(job, job_yaml, template, params or {})
     try:
         result = run_job(
@@ -277,7 +282,7 @@ def run_component(
     except Terminated:
         print("trainop: terminated (SIGTERM): the job was deleted", flush=True)
         raise SystemExit(128 + signal.SIGTERM) from None
-    for name, value in sorted(result.metrics.items()):
+    for name, value in sorted({**result.metrics, **result.progress}.items()):
         metrics.log_metric(name, value)
     return result.state, result.name
 

@@ -23,6 +23,7 @@ from trainop_core.api.types import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy
 from trainop_core.backends.kubernetes.errors import ApiError, translate
 from trainop_core.errors import InvalidJobError
 from trainop_core.kinds.base import Kind
+from trainop_core.progress import carry
 from trainop_core.runtimes.catalog import RuntimeCatalog
 from trainop_core.runtimes.kind import KIND, PlannedTrainJob, PlannedTrainJobSpec
 from trainop_core.runtimes.policies.base import NODE
@@ -137,6 +138,7 @@ def planned_view(obj: Mapping[str, Any], catalog: RuntimeCatalog | None) -> Plan
     if job is None:
         job = _bare_view(obj)
     job.status = planner_status(obj.get("status"))
+    carry(job, (obj.get("status") or {}).get("trainerStatus"))  # Trainer's or trainop's
     return job
 
 

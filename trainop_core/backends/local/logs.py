@@ -9,6 +9,7 @@ when the job is deleted under it (by `trainop delete` or its TTL).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -50,7 +51,7 @@ def _is_replica(name: str) -> bool:
     return is_replica(name)
 
 
-class _Tail:
+class LogTail:
     """The unread rest of one log file, through a descriptor kept open once the file exists."""
 
     def __init__(self, replica: str, job_dir: JobDir) -> None:
@@ -75,6 +76,21 @@ class _Tail:
             yield self._line(self.partial)
             self.partial = b""
 
+    def catch_up(self, most: int, keep: int) -> int:
+        """If more than `most` bytes wait unread, skip all but the last `keep` (and the line cut
+        there): a reader that only wants the newest output stays bounded under a flood.
+        Returns the bytes skipped."""
+        self.open()
+        if self.handle is None:
+            return 0
+        position, size = self.handle.tell(), os.fstat(self.handle.fileno()).st_size
+        if size - position <= most:
+            return 0
+        self.handle.seek(size - keep)
+        self.handle.readline(MAX_LINE_BYTES)  # the rest of a line cut by the seek
+        self.partial = b""
+        return self.handle.tell() - position
+
     def _lines(self, chunk: bytes) -> Iterator[LogLine]:
         *lines, rest = (self.partial + chunk).split(b"\n")
         for line in lines:
@@ -95,7 +111,7 @@ class _Tail:
 
 def read_logs(job_dir: JobDir, replicas: list[str]) -> Iterator[LogLine]:
     for replica in replicas:
-        tail = _Tail(replica, job_dir)
+        tail = LogTail(replica, job_dir)
         try:
             yield from tail.read(final=True)
         finally:
@@ -117,7 +133,7 @@ class LogFollower:
         self.job_dir = job_dir
         self._hold: AbstractContextManager[None] | None = hold()
         self._hold.__enter__()
-        self.tails = [_Tail(replica, job_dir) for replica in replicas]
+        self.tails = [LogTail(replica, job_dir) for replica in replicas]
         self._lines = self._follow()
 
     def __iter__(self) -> Iterator[LogLine]:

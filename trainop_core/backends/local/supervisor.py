@@ -41,6 +41,7 @@ from trainop_core.backends.local.procs import (
     JOB_MARKER,
     kill_marked,
 )
+from trainop_core.backends.local.progress import FileProgress
 from trainop_core.backends.local.queue import (
     RECHECK_SECONDS,
     admit,
@@ -68,10 +69,13 @@ from trainop_core.backends.process.podexec import (
 from trainop_core.backends.process.podspec import base_env, launch_spec
 from trainop_core.decorators.config import load_decorator_config
 from trainop_core.decorators.decoration import Decorators
-from trainop_core.errors import NotFoundError
+from trainop_core.errors import NotFoundError, TrainopError
 from trainop_core.kinds.base import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION
 from trainop_core.planner.types import Observed, Plan, PlanOptions
 from trainop_core.private_files import open_lock
+from trainop_core.progress import trainer_status_of
+from trainop_core.replicas import primary_replica
+from trainop_core.replicas import replica_id as short_name
 
 SAFETY_POLL_SECONDS = 2.0  # SIGCHLD and SIGUSR1 wake us at once; this only bounds surprises
 HELD_POLL_SECONDS = 0.05  # how often a TTL deletion held up by a follower looks again
@@ -115,6 +119,10 @@ class Supervisor:
         self._events_seen: set[tuple[str, str, str]] = set()
         self._delete_due: float | None = None  # when the TTL first asked for the deletion
         self._wake_r, self._wake_w = os.pipe()
+        model = self._load_job()
+        self.primary = short_name(*primary_replica(model, self.kind))
+        self.progress = FileProgress(job_dir, self.primary, trainer_status_of(model))
+        self._progress_wait: float | None = None  # seconds until a waiting write is due
 
     # --- the loop --------------------------------------------------------------------------------
     def run(self) -> int:
@@ -138,6 +146,7 @@ class Supervisor:
             self._record_failure(exc)
             raise
         finally:
+            self.progress.close()
             stop_pods(self.pods.values())
             kill_marked(JOB_MARKER, str(self.dir.path))  # what the replicas left anywhere
             self._write_pods()
@@ -157,6 +166,8 @@ class Supervisor:
         now = time.monotonic()
         for pod in self.pods.values():
             pod.poll(now)
+        # Before the plan: who sees the job finished sees the progress its replica last printed.
+        self._progress_wait = self._follow_progress()
         job = self._load_job()
         observed = Observed(pods=tuple(p.observed() for p in self.pods.values()))
         when, decorators = datetime.now(timezone.utc), self.decorators.in_process
@@ -199,8 +210,22 @@ class Supervisor:
         candidates = [SAFETY_POLL_SECONDS]
         if plan.requeue_after is not None:
             candidates.append(plan.requeue_after)
+        if self._progress_wait is not None:
+            candidates.append(self._progress_wait)
         candidates += [w - now for p in self.pods.values() if (w := p.next_wakeup()) is not None]
         return max(0.0, min(candidates))
+
+    def _follow_progress(self) -> float | None:
+        """Read the primary replica's new output; its progress is written when due, at once
+        when the replica ended. Seconds until a waiting write is due (None: none waits)."""
+        ended = any(
+            pod.replica == self.primary and pod.phase in FINISHED for pod in self.pods.values()
+        )
+        try:
+            return self.progress.step(final=ended)
+        except (TrainopError, OSError):  # progress is never a reason to stop supervising
+            traceback.print_exc()
+            return None
 
     # --- the local queue -------------------------------------------------------------------------
     def _wait_for_admission(self) -> bool:

@@ -40,12 +40,22 @@ from trainop_core.backends.ray.rsh import AGENT_NAME, node_dir
 from trainop_core.kinds.base import CONFIGMAP_DIR_OPTION, EXEC_AGENT_OPTION
 from trainop_core.planner.conditions import failed_status, is_finished_wire
 from trainop_core.planner.types import Observed, ObservedPod, Plan, PlanOptions
+from trainop_core.progress import (
+    JobProgress,
+    TrainerStatus,
+    WriteGate,
+    annotate,
+    dropped_message,
+    trainer_status_of,
+)
+from trainop_core.replicas import primary_replica, replica_id
 
 ADDRESSES_ANNOTATION = "ray.trainop.dev/addresses"  # replica=ip:port,... once placed
 MAX_ROUNDS_AT_ONCE = 10
 IDLE_SECONDS = 2.0  # a safety poll; replica reports and client requests wake the loop sooner
 WATCH_SECONDS = 5.0
 SLICE_SECONDS = 0.1
+FINISHED = ("Succeeded", "Failed")
 
 
 class Supervisor:
@@ -94,6 +104,15 @@ class Supervisor:
         )
         self._model: Any = None
         self._restore()
+        # The primary replica's output, as the supervisor receives it, makes the job's progress.
+        model = self._job()
+        self.primary = replica_id(*primary_replica(model, self.kind))
+        self.progress = JobProgress(
+            self._write_progress,
+            WriteGate(written=trainer_status_of(model)),
+            on_dropped=self._progress_dropped,
+        )
+        self._progress_wait: float | None = None
         threading.Thread(target=self._loop, daemon=True, name="supervisor").start()
 
     def _restore(self) -> None:
@@ -210,6 +229,7 @@ class Supervisor:
             if self._handle_requests():
                 return Plan()
             self._collect(0)
+            self._follow_progress()  # before the plan: a finished job shows its last progress
             plan, changed = self._round()
             if plan.delete_job or not changed:
                 break
@@ -385,6 +405,8 @@ class Supervisor:
             self._lose(slot, exc)
             return
         self.journal.append(slot.replica, report["log"])
+        if slot.replica == self.primary and report["log"]:
+            self.progress.tracker.feed_chunk(report["log"].decode(errors="replace"))
         slot.offset, slot.version = report["offset"], report["version"]
         seen = report["pod"]
         # A report sent before the pod was re-created names the same pod but tells of the old
@@ -409,6 +431,22 @@ class Supervisor:
                 slot.pod.restart_count, False, reason, message, slot.pod.uid,
             )  # fmt: skip
         self.journal.event("Warning", reason, f"{slot.replica}: {message}")
+
+    # --- progress -------------------------------------------------------------------------------
+    def _follow_progress(self) -> None:
+        """Write the progress the primary replica reported when due (at once once it ended)."""
+        slot = self.gang.slots.get(self.primary)
+        ended = slot is not None and slot.pod is not None and slot.pod.phase in FINISHED
+        self._progress_wait = self.progress.flush(final=ended or self._finished())
+
+    def _write_progress(self, status: TrainerStatus) -> None:
+        with self.lock:
+            annotate(self.wire, status)
+            record.save(self.key, self.wire)
+            self.lock.notify_all()
+
+    def _progress_dropped(self, reason: str, detail: str) -> None:
+        self.journal.event("Warning", "ProgressDropped", dropped_message(reason, detail))
 
     # --- requests, stopping, tearing down --------------------------------------------------------
     def _interrupted(self) -> bool:
@@ -486,6 +524,8 @@ class Supervisor:
         candidates = [IDLE_SECONDS]
         if plan.requeue_after is not None:
             candidates.append(plan.requeue_after)
+        if self._progress_wait is not None:
+            candidates.append(self._progress_wait)
         return max(0.0, min(candidates))
 
     def _sleep(self, timeout: float) -> None:
