@@ -41,6 +41,7 @@ class StudyInfo:
     mode: str  # min | max
     kind: str = ""
     template: str = ""
+    namespace: str = ""  # of the trials' jobs; "" for the backend's default
     params: dict[str, str] = field(default_factory=dict)  # search spaces, as written
     started: float = 0.0  # seconds since the epoch
 
@@ -71,6 +72,7 @@ def write_study_file(
     mode: str,
     template: Mapping[str, Any],
     space: Mapping[str, Any],
+    namespace: str | None = None,
 ) -> None:
     """Describe the study in `directory` (made if missing), before Ray Tune writes there."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -79,6 +81,7 @@ def write_study_file(
         "mode": mode,
         "kind": str(template.get("kind", "")),
         "template": str((template.get("metadata") or {}).get("name", "")),
+        "namespace": namespace or "",
         "params": {name: str(spec) for name, spec in space.items()},
         "started": time.time(),
     }
@@ -120,6 +123,7 @@ def study_info(directory: Path) -> StudyInfo | None:
         mode="max" if data.get("mode") == "max" else "min",
         kind=str(data.get("kind", "")),
         template=str(data.get("template", "")),
+        namespace=str(data.get("namespace", "")),
         params={str(k): str(v) for k, v in (params or {}).items()},
         started=float(started) if isinstance(started, int | float) else 0.0,
     )

@@ -110,7 +110,7 @@ def tune_job(
     spec = _trial_spec(template, param_space, metric, namespace, backend, backend_options)
     name = study_name(spec.template)
     storage = Path(storage_path).expanduser() if storage_path is not None else DEFAULT_STORAGE
-    write_study_file(storage / name, metric, mode, spec.template, param_space)
+    write_study_file(storage / name, metric, mode, spec.template, param_space, spec.namespace)
     trainable = tune.with_resources(_trainable(spec), dict(resources_per_trial or {"cpu": 1}))
     tuner = tune.Tuner(
         trainable,

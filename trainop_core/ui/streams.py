@@ -1,0 +1,137 @@
+"""Server-sent events from what the client returns, in bounded memory.
+
+`TrainingClient` is blocking (its log streams are plain iterators), the server is asynchronous.
+A `Pump` runs one blocking iterator in a thread of its own and hands its items to the event loop
+through a queue of at most QUEUE_ITEMS: when the browser reads slower than the job writes, the
+thread waits (the server's memory does not grow, whatever the log's size). When the browser goes
+away the pump is closed; its thread ends at the iterator's next item or end, and closes it.
+`watch` sends a snapshot whenever it changes, read again every `interval` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+QUEUE_ITEMS = 1000
+BATCH_ITEMS = 500  # items per event
+BATCH_SECONDS = 0.1  # an event waits this long for more items
+HEARTBEAT_SECONDS = 15.0  # a comment on a quiet stream: a gone browser is noticed
+_END = object()
+
+
+def event(name: str, data: Any) -> bytes:
+    """One server-sent event; `data` as JSON on one line (JSON escapes every newline)."""
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+HEARTBEAT = b": still here\n\n"
+
+
+class Pump(Generic[T]):
+    """See the module's docstring. Made inside the event loop."""
+
+    def __init__(self, items: Iterator[T], size: int = QUEUE_ITEMS) -> None:
+        self._items = items
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(size)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="trainop-ui-pump", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for item in self._items:
+                if not self._put(item):
+                    return
+            self._put(_END)
+        except BaseException as exc:  # handed to the reader, who says what went wrong
+            self._put(exc)
+        finally:
+            close = getattr(self._items, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    close()
+
+    def _put(self, item: Any) -> bool:
+        """Queue `item`, waiting while the queue is full; False once the pump is closed."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._queue.put(item), self._loop)
+        except RuntimeError:  # the event loop is gone: the server stopped
+            return False
+        while not self._stop.is_set():
+            try:
+                future.result(timeout=0.5)
+                return True
+            except concurrent.futures.TimeoutError:
+                continue
+        future.cancel()
+        return False
+
+    async def batches(self) -> AsyncIterator[list[T]]:
+        """Items in lists of at most BATCH_ITEMS, each sent at most BATCH_SECONDS after its
+        first item arrived; an empty list after HEARTBEAT_SECONDS of quiet. Raises what the
+        iterator raised."""
+        while True:
+            try:
+                first = await asyncio.wait_for(self._queue.get(), HEARTBEAT_SECONDS)
+            except asyncio.TimeoutError:
+                yield []
+                continue
+            batch: list[T] = []
+            ended = self._take(first, batch)
+            deadline = self._loop.time() + BATCH_SECONDS
+            while not ended and len(batch) < BATCH_ITEMS:
+                left = deadline - self._loop.time()
+                if left <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), left)
+                except asyncio.TimeoutError:
+                    break
+                ended = self._take(item, batch)
+            if batch:
+                yield batch
+            if ended:
+                return
+
+    @staticmethod
+    def _take(item: Any, batch: list[T]) -> bool:
+        if item is _END:
+            return True
+        if isinstance(item, BaseException):
+            raise item
+        batch.append(item)
+        return False
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+async def watch(
+    snapshot: Callable[[], Awaitable[Any]], interval: float, name: str = "snapshot"
+) -> AsyncIterator[bytes]:
+    """An event each time `snapshot()` differs from the last one sent (a heartbeat comment in
+    between); the stream ends after an event "gone" once `snapshot()` returns None."""
+    sent: Any = object()
+    quiet = 0.0
+    while True:
+        data = await snapshot()
+        if data is None:
+            yield event("gone", {})
+            return
+        if data != sent:
+            yield event(name, data)
+            sent, quiet = data, 0.0
+        elif quiet >= HEARTBEAT_SECONDS:
+            yield HEARTBEAT
+            quiet = 0.0
+        await asyncio.sleep(interval)
+        quiet += interval
