@@ -261,19 +261,18 @@ class Series {
 
 class MetricCurves {
   constructor(container) {
-    this.container = container; this.metrics = new Map(); this.counts = new Map(); this.plots = new Map(); this.timer = null;
+    this.container = container; this.metrics = new Map(); this.plots = new Map(); this.timer = null;
     container.append(el("p", { class: "muted", id: "no-metrics", text: "No metric lines yet (name=value, e.g. loss=0.12 step=3)." }));
   }
   add(batch) {
     for (const point of batch) {
-      const n = (this.counts.get(point.replica) || 0) + 1;
-      this.counts.set(point.replica, n);
-      const x = point.step === null ? n : point.step;
       for (const [metric, value] of Object.entries(point.values)) {
         if (!this.metrics.has(metric)) this.metrics.set(metric, new Map());
         const byReplica = this.metrics.get(metric);
         if (!byReplica.has(point.replica)) byReplica.set(point.replica, new Series());
-        byReplica.get(point.replica).add(x, value);
+        const series = byReplica.get(point.replica);
+        // Without a printed step, the n-th value of this metric from this replica is step n.
+        series.add(point.step === null ? series.seen + 1 : point.step, value);
       }
     }
     if (!this.timer) this.timer = setTimeout(() => { this.timer = null; this.draw(); }, 250);
