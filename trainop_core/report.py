@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TextIO
 
-_PAIR = re.compile(r"([\w|-]+)\s*=\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?![\w.])")
+# A name starts where no name character precedes it: without that lookbehind every position of a
+# long word would be tried as a name's start, and a line of n word characters cost n^2 steps (a
+# 1 KiB line 20 ms, a 256 KiB one minutes). The matches are the same either way.
+_PAIR = re.compile(
+    r"(?<![\w|-])([\w|-]+)\s*=\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?![\w.])"
+)
 _LEADING_TIME = re.compile(
     r"^\s*(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}))\s"
 )

@@ -65,3 +65,21 @@ def test_report_prints_what_parse_reads_back() -> None:
 def test_report_rejects_a_name_the_parser_could_not_read() -> None:
     with pytest.raises(ValueError, match="metric name 'bad name'"):
         report(**{"bad name": 1.0})
+
+
+def test_a_long_word_is_read_in_one_pass() -> None:
+    # Quadratic before: each of the word's 4 MB of positions was tried as a name's start, which
+    # would run for hours; in one pass it takes milliseconds (the suite's timeout is the bound).
+    line = "loss=0.5 " + "x" * 4_000_000 + " acc=0.25 " + "y" * 4_000_000
+    record = parse_metrics(line)
+    assert record is not None and record.values == {"loss": 0.5, "acc": 0.25}
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("xloss=3", {"xloss": 3.0}), ("foo.bar=1", {"bar": 1.0}), ("a|b-c=4", {"a|b-c": 4.0})],
+    ids=["a name glued to a word is the whole word", "after a dot", "bars and dashes"],
+)
+def test_a_name_is_the_whole_run_of_name_characters(line: str, expected: dict[str, float]) -> None:
+    record = parse_metrics(line)
+    assert record is not None and record.values == expected

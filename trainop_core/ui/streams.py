@@ -11,7 +11,6 @@ away the pump is closed; its thread ends at the iterator's next item or end, and
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import threading
@@ -41,7 +40,8 @@ class Pump(Generic[T]):
     def __init__(self, items: Iterator[T], size: int = QUEUE_ITEMS) -> None:
         self._items = items
         self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[Any] = asyncio.Queue(size)
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._room = threading.Semaphore(size)  # a slot per queued item: the bound
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainop-ui-pump", daemon=True)
         self._thread.start()
@@ -62,54 +62,51 @@ class Pump(Generic[T]):
 
     def _put(self, item: Any) -> bool:
         """Queue `item`, waiting while the queue is full; False once the pump is closed."""
+        while not self._room.acquire(timeout=0.5):
+            if self._stop.is_set():
+                return False
+        if self._stop.is_set():
+            return False
         try:
-            future = asyncio.run_coroutine_threadsafe(self._queue.put(item), self._loop)
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
         except RuntimeError:  # the event loop is gone: the server stopped
             return False
-        while not self._stop.is_set():
-            try:
-                future.result(timeout=0.5)
-                return True
-            except concurrent.futures.TimeoutError:
-                continue
-        future.cancel()
-        return False
+        return True
+
+    async def _get(self, timeout: float) -> Any:
+        item = await asyncio.wait_for(self._queue.get(), timeout)
+        self._room.release()
+        return item
 
     async def batches(self) -> AsyncIterator[list[T]]:
         """Items in lists of at most BATCH_ITEMS, each sent at most BATCH_SECONDS after its
         first item arrived; an empty list after HEARTBEAT_SECONDS of quiet. Raises what the
-        iterator raised."""
+        iterator raised, after the items before it."""
         while True:
             try:
-                first = await asyncio.wait_for(self._queue.get(), HEARTBEAT_SECONDS)
+                item = await self._get(HEARTBEAT_SECONDS)
             except asyncio.TimeoutError:
                 yield []
                 continue
             batch: list[T] = []
-            ended = self._take(first, batch)
             deadline = self._loop.time() + BATCH_SECONDS
-            while not ended and len(batch) < BATCH_ITEMS:
+            while item is not _END and not isinstance(item, BaseException):
+                batch.append(item)
                 left = deadline - self._loop.time()
-                if left <= 0:
+                if len(batch) >= BATCH_ITEMS or left <= 0:
+                    item = None
                     break
                 try:
-                    item = await asyncio.wait_for(self._queue.get(), left)
+                    item = await self._get(left)
                 except asyncio.TimeoutError:
+                    item = None
                     break
-                ended = self._take(item, batch)
             if batch:
                 yield batch
-            if ended:
+            if isinstance(item, BaseException):
+                raise item
+            if item is _END:
                 return
-
-    @staticmethod
-    def _take(item: Any, batch: list[T]) -> bool:
-        if item is _END:
-            return True
-        if isinstance(item, BaseException):
-            raise item
-        batch.append(item)
-        return False
 
     def close(self) -> None:
         self._stop.set()
