@@ -139,7 +139,7 @@ class _LogHandler(BaseHTTPRequestHandler):
         key: LogKey = (parts[1], parts[2], parts[3])
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         if query.get("follow") == "true":
-            self._follow(key)
+            self._follow(key, query)
         else:
             self._send(200, _cut(self.owner.logs.read(key), query).encode())
 
@@ -150,12 +150,15 @@ class _LogHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _follow(self, key: LogKey) -> None:
+    def _follow(self, key: LogKey, query: dict[str, str]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         offset, finished = 0, False
+        if "tailLines" in query:  # a kubelet starts a followed log at its last lines too
+            written = self.owner.logs.read(key)
+            offset = len(written) - len(_cut(written, {"tailLines": query["tailLines"]}))
         try:
             while not finished and not self.owner.stopping.is_set():
                 more, finished = self.owner.logs.wait_for_more(key, offset, 0.5)
