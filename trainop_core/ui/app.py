@@ -17,6 +17,7 @@ Routes (all behind `security.Guard`):
 from __future__ import annotations
 
 import html
+import importlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -168,25 +169,26 @@ class _Api:
 
     # --- studies ----------------------------------------------------------------------------------
     async def studies(self, request: Request) -> Response:
-        from trainop_hpo.study import list_studies
-
-        infos = await run_in_threadpool(list_studies, self.root)
+        infos = await run_in_threadpool(_studies().list_studies, self.root)
         return JSONResponse(
             {"root": str(self.root), "studies": [views.study_info_json(i) for i in infos]}
         )
 
     async def study(self, request: Request) -> Response:
-        from trainop_hpo.study import find_study, read_study
-
         name = request.path_params["name"]
-        info = await run_in_threadpool(find_study, self.root, name)
+        info = await run_in_threadpool(_studies().find_study, self.root, name)
         if info is None:
             raise NotFoundError(f"no study {name!r} under {self.root}")
         try:
-            study = await run_in_threadpool(read_study, info)
+            study = await run_in_threadpool(_studies().read_study, info)
         except ImportError:
             return JSONResponse({"error": STUDIES_MISSING}, status_code=501)
         return JSONResponse(views.study_json(study, self.client.default_namespace))
+
+
+def _studies() -> Any:
+    """trainop_hpo.study, imported by name: the core never depends on an integration."""
+    return importlib.import_module("trainop_hpo.study")
 
 
 def _ref(request: Request) -> tuple[str, str]:
@@ -204,15 +206,17 @@ def _tail(raw: str | None) -> int:
 async def _pumped(items: Iterator[Any], name: str) -> AsyncIterator[bytes]:
     """`items` as events of batches, then an event "end"; "failed" with the error's text if the
     client raised."""
-    pump = streams.Pump(items)
+    pump: streams.Pump[Any] | None = None
     try:
+        pump = streams.Pump(items)
         async for batch in pump.batches():
             yield streams.event(name, batch) if batch else streams.HEARTBEAT
         yield streams.event("end", {})
     except TrainopError as err:
         yield streams.event("failed", {"error": str(err)})
     finally:
-        pump.close()
+        if pump is not None:
+            pump.close()
 
 
 def _events(stream: AsyncIterator[bytes]) -> Response:

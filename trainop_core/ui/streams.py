@@ -17,13 +17,24 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from trainop_core.errors import TrainopError
+
 T = TypeVar("T")
 
 QUEUE_ITEMS = 1000
 BATCH_ITEMS = 500  # items per event
 BATCH_SECONDS = 0.1  # an event waits this long for more items
 HEARTBEAT_SECONDS = 15.0  # a comment on a quiet stream: a gone browser is noticed
+# Pump threads at once. A pump whose page went away ends only at its iterator's next item or
+# end (a blocking iterator cannot be interrupted), so pages reloaded over a quiet job leave some
+# behind for a while: past this many, a new stream is refused, saying so, instead of piling up.
+MAX_PUMPS = 64
+_pumps = threading.BoundedSemaphore(MAX_PUMPS)
 _END = object()
+
+
+class TooManyStreams(TrainopError):
+    """Every pump is taken (see MAX_PUMPS)."""
 
 
 def event(name: str, data: Any) -> bytes:
@@ -38,6 +49,11 @@ class Pump(Generic[T]):
     """See the module's docstring. Made inside the event loop."""
 
     def __init__(self, items: Iterator[T], size: int = QUEUE_ITEMS) -> None:
+        if not _pumps.acquire(blocking=False):
+            raise TooManyStreams(
+                f"{MAX_PUMPS} log streams are open (pages closed over a quiet job keep theirs "
+                "until it writes or ends): close some pages, or wait"
+            )
         self._items = items
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -59,6 +75,7 @@ class Pump(Generic[T]):
             if close is not None:
                 with contextlib.suppress(Exception):
                     close()
+            _pumps.release()
 
     def _put(self, item: Any) -> bool:
         """Queue `item`, waiting while the queue is full; False once the pump is closed."""
