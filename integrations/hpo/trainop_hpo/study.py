@@ -63,7 +63,7 @@ def study_name(template: Mapping[str, Any], when: float | None = None) -> str:
     """`<template name>-<YYYY-mm-dd_HH-MM-SS>`: the experiment's name. Pure given `when`."""
     base = str((template.get("metadata") or {}).get("name") or "trial")
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(when))
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", base)[:60].strip("-.") + "-" + stamp
+    return (re.sub(r"[^A-Za-z0-9_]+", "-", base)[:60].strip("-") or "trial") + "-" + stamp
 
 
 def write_study_file(
@@ -149,7 +149,7 @@ def read_study(info: StudyInfo) -> Study:
                               row.reason)  # fmt: skip
         job = str((trial.last_result or {}).get("job_name", ""))
         trials.append(StudyTrial(marked, job, history))
-    return Study(info, trials)
+    return Study(info, sorted(trials, key=lambda trial: trial.summary.trial_id))
 
 
 def _live(row: TrialSummary, status: str) -> TrialSummary:
