@@ -129,3 +129,26 @@ def test_a_long_log_line_is_cut_and_metric_lines_become_points() -> None:
     assert list(metric_points(lines)) == [
         {"replica": "worker-1", "step": 3, "values": {"loss": 0.5, "acc": 0.9}}
     ]
+
+
+def test_a_watch_says_when_the_backend_fails_then_goes_on_until_the_job_is_gone() -> None:
+    from trainop_core.errors import StateError
+    from trainop_core.ui.streams import watch
+
+    answers: list[object] = [StateError("cannot list jobs"), {"a": 1}, {"a": 1}, {"a": 2}, None]
+
+    async def snapshot() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def scenario() -> list[bytes]:
+        return [chunk async for chunk in watch(snapshot, 0)]
+
+    assert asyncio.run(scenario()) == [
+        b'event: failed\ndata: {"error":"cannot list jobs"}\n\n',
+        b'event: snapshot\ndata: {"a":1}\n\n',
+        b'event: snapshot\ndata: {"a":2}\n\n',
+        b"event: gone\ndata: {}\n\n",
+    ]

@@ -133,11 +133,20 @@ async def watch(
     snapshot: Callable[[], Awaitable[Any]], interval: float, name: str = "snapshot"
 ) -> AsyncIterator[bytes]:
     """An event each time `snapshot()` differs from the last one sent (a heartbeat comment in
-    between); the stream ends after an event "gone" once `snapshot()` returns None."""
+    between; an event "failed" with the error's text when it raises a TrainopError); the stream
+    ends after an event "gone" once `snapshot()` returns None."""
     sent: Any = object()
     quiet = 0.0
     while True:
-        data = await snapshot()
+        try:
+            data = await snapshot()
+        except TrainopError as err:  # the backend refused or failed: say so, and try again
+            data = {"error": str(err)}
+            if data != sent:
+                yield event("failed", data)
+                sent, quiet = data, 0.0
+            await asyncio.sleep(interval)
+            continue
         if data is None:
             yield event("gone", {})
             return

@@ -82,7 +82,9 @@ function stream(url, handlers) {
 function route() {
   stopView();
   main.replaceChildren();
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map((part) => {
+    try { return decodeURIComponent(part); } catch (err) { return part; } // a malformed %-escape
+  });
   if (parts[0] === "job" && parts.length === 3) stopView = jobView(parts[1], parts[2]);
   else if (parts[0] === "studies") stopView = studiesView();
   else if (parts[0] === "study" && parts.length === 2) stopView = studyView(parts[1]);
@@ -123,7 +125,10 @@ function jobsView() {
   }
 
   filter.addEventListener("input", render);
-  const source = stream("/api/jobs/watch", { snapshot: (data) => { rows = data; render(); } });
+  const source = stream("/api/jobs/watch", {
+    snapshot: (data) => { rows = data; render(); },
+    failed: (e) => body.replaceChildren(el("p", { class: "error", id: "jobs-error", text: e.error })),
+  });
   return () => source.close();
 }
 
@@ -210,6 +215,7 @@ function showJob(namespace, name, first) {
   const sources = [];
   sources.push(stream(api + "/watch", {
     snapshot: renderDetail,
+    failed: (e) => facts.prepend(el("p", { class: "error", text: e.error })),
     gone: () => { facts.prepend(el("p", { class: "error", id: "gone", text: "This job no longer exists." })); },
   }));
 
