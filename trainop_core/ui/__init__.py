@@ -10,7 +10,10 @@ from __future__ import annotations
 import ipaddress
 import socket
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # Starlette is imported only when serving
+    from trainop_core.ui.app import Settings
 
 UI_MISSING = "trainop ui needs the ui extra: pip install 'trainop[ui]'"
 DEFAULT_ADDRESS = "127.0.0.1:8686"
@@ -70,15 +73,14 @@ def non_loopback_warning(host: str) -> str:
     )
 
 
-def serve(settings: object, sock: socket.socket, out: TextIO = sys.stdout) -> None:
-    """Serve the page for `settings` (an `app.Settings`) on the bound `sock` until interrupted;
-    prints the URL (with its token) first."""
+def serve(settings: Settings, sock: socket.socket, out: TextIO = sys.stdout) -> None:
+    """Serve the page for `settings` on the bound `sock` until interrupted; prints the URL (with
+    its token) first."""
     import uvicorn
 
-    from trainop_core.ui.app import Settings, build_app
+    from trainop_core.ui.app import build_app
     from trainop_core.ui.security import Access, loopback_hosts, new_token
 
-    assert isinstance(settings, Settings)
     host, port = sock.getsockname()[:2]
     hosts = loopback_hosts(host, port) if is_loopback(host) else frozenset()
     access = Access(new_token(), port, hosts)
