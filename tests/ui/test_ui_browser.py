@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, Server, Watched, ui_env
+from ui_support import REPO, Server, Watched, ui_env
 
 from trainop_core.client import TrainingClient
 from trainop_core.errors import NotFoundError

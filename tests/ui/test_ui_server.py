@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from conftest import PYTHONPATH
+from ui_support import PYTHONPATH
 
 from trainop_core.backends.base import LogLine
 from trainop_core.cli.main import main
