@@ -53,7 +53,12 @@ class FailedBackend:
         return None
 
     def logs(
-        self, name: str, namespace: str, replica: str | None = None, follow: bool = False
+        self,
+        name: str,
+        namespace: str,
+        replica: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
     ) -> Iterator[LogLine]:
         return iter([])
 

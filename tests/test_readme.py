@@ -27,7 +27,11 @@ def test_ci_runs_the_readmes_test_command_word_for_word() -> None:
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     runs = [line for line in ci if line and not line.startswith(("#", "set ", "cd ", "export "))]
     assert command == "pip install -c constraints.txt -e '.[all]' && scripts/check"
-    assert runs == [command]
+    chromium = (  # the browser of tests/ui, from Debian's packages, only when missing
+        "command -v chromium >/dev/null || { apt-get update && "
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }"
+    )
+    assert runs == [chromium, command]
 
 
 def test_the_check_script_runs_lint_format_types_then_the_tests() -> None:

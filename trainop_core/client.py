@@ -7,6 +7,7 @@ as an object implementing `trainop_core.backends.base.Backend` (tests inject fak
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import time
@@ -24,6 +25,8 @@ from trainop_core.api.types import ConditionType
 from trainop_core.backends.base import (
     Backend,
     Followable,
+    Inspectable,
+    JobEvent,
     LogLine,
     QueueInspector,
     Recoverable,
@@ -34,6 +37,7 @@ from trainop_core.errors import DamagedJobError, InvalidJobError, JobTimeoutErro
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.conditions import is_finished as status_finished
 from trainop_core.planner.conditions import is_true
+from trainop_core.planner.types import ObservedPod
 from trainop_core.replicas import primary_replica as primary_of
 from trainop_core.replicas import replica_id
 from trainop_core.runtimes.prepare import (
@@ -66,6 +70,7 @@ class TrainingClient:
         self._followable = backend if isinstance(backend, Followable) else None
         self._queues = backend if isinstance(backend, QueueInspector) else None
         self._trainjobs = backend if isinstance(backend, TrainJobStore) else None
+        self._inspectable = backend if isinstance(backend, Inspectable) else None
 
     @property
     def default_namespace(self) -> str:
@@ -201,15 +206,38 @@ class TrainingClient:
         namespace: str | None = None,
         replica: str | None = None,
         follow: bool = False,
+        tail: int | None = None,
     ) -> Iterator[LogLine]:
         """Replicas' output lines tagged with their replica ("master-0"); only `replica`'s if
-        given. With `follow`, streams until the job has finished."""
+        given. With `follow`, streams until the job has finished. With `tail`, each replica's
+        last `tail` lines so far come first (the earlier ones are not read: a huge log costs
+        nothing), then, with `follow`, what it writes next."""
         namespace = self._ref(name, namespace)
         if replica is not None:
             check_replica(replica)
+        if tail is not None and tail < 0:
+            raise ValueError(f"tail must not be negative, got {tail}")
         if follow and self._recoverable is not None:
             self._recoverable.recover(name, namespace)
-        return self.backend.logs(name, namespace, replica, follow)
+        return self.backend.logs(name, namespace, replica, follow, tail)
+
+    def replicas(self, name: str, namespace: str | None = None) -> builtins.list[ObservedPod]:
+        """The job's replicas as last seen (phase, restarts, exit code, reason), in the kind's
+        replica order; empty where the backend cannot say. NotFoundError for an unknown job."""
+        namespace = self._ref(name, namespace)
+        if self._inspectable is None:
+            self.get(name, namespace)
+            return []
+        return self._inspectable.replicas(name, namespace)
+
+    def events(self, name: str, namespace: str | None = None) -> builtins.list[JobEvent]:
+        """The job's events, oldest first; empty where the backend keeps none. NotFoundError for
+        an unknown job."""
+        namespace = self._ref(name, namespace)
+        if self._inspectable is None:
+            self.get(name, namespace)
+            return []
+        return self._inspectable.events(name, namespace)
 
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every replica and remove the job, logs included. NotFoundError if it does not

@@ -3,7 +3,13 @@ import math
 
 import pytest
 
-from trainop_core.report import collect_metrics, collect_progress, parse_metrics, report
+from trainop_core.report import (
+    MAX_LINE_CHARS,
+    collect_metrics,
+    collect_progress,
+    parse_metrics,
+    report,
+)
 
 
 @pytest.mark.parametrize(
@@ -130,3 +136,24 @@ def test_report_refuses_a_progress_outside_its_range(percent: float) -> None:
 def test_collect_progress_keeps_the_last_of_each_field() -> None:
     lines = ["progressPercentage=10 estimatedRemainingSeconds=90", "noise", "progressPercentage=20"]
     assert collect_progress(lines) == {"progressPercentage": 20, "estimatedRemainingSeconds": 90}
+
+
+def test_a_long_word_is_read_in_one_pass() -> None:
+    # Quadratic before: each position of a long word was tried as a name's start (a 1 KiB word
+    # took 20 ms, a 256 KiB one minutes). Lines are read up to MAX_LINE_CHARS; the longest words
+    # such a line can hold are read in one pass.
+    word = (MAX_LINE_CHARS - 40) // 2
+    line = "loss=0.5 " + "x" * word + " acc=0.25 " + "y" * word
+    assert len(line) <= MAX_LINE_CHARS
+    record = parse_metrics(line)
+    assert record is not None and record.values == {"loss": 0.5, "acc": 0.25}
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("xloss=3", {"xloss": 3.0}), ("foo.bar=1", {"bar": 1.0}), ("a|b-c=4", {"a|b-c": 4.0})],
+    ids=["a name glued to a word is the whole word", "after a dot", "bars and dashes"],
+)
+def test_a_name_is_the_whole_run_of_name_characters(line: str, expected: dict[str, float]) -> None:
+    record = parse_metrics(line)
+    assert record is not None and record.values == expected

@@ -284,6 +284,61 @@ def test_following_logs_streams_until_the_job_finished_and_the_pods_ended(
     assert LogLine("worker-0", "worker done") in got
 
 
+def test_logs_with_tail_start_at_each_pods_last_lines_then_follow(
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
+) -> None:
+    ns = cluster.namespace
+    create(backend, kinds, "XGBoostJob", "tl")
+    master = cluster.add_pod("XGBoostJob", "tl", "Master", 0)
+    cluster.kubelet.run(ns, master)
+    cluster.append_log("XGBoostJob", master, "a\nb\nc\n")
+    assert [x.text for x in backend.logs("tl", ns, tail=2)] == ["b", "c"]
+    got: list[LogLine] = []
+    follow = lambda: got.extend(backend.logs("tl", ns, follow=True, tail=1))  # noqa: E731
+    reader = threading.Thread(target=follow)
+    reader.start()
+    wait_for(lambda: LogLine("master-0", "c") in got)
+    cluster.append_log("XGBoostJob", master, "d\n")
+    wait_for(lambda: LogLine("master-0", "d") in got)
+    cluster.kubelet.terminate(ns, master, 0)
+    cluster.set_condition("XGBoostJob", "tl", "Succeeded")
+    reader.join(timeout=30)
+    assert [x.text for x in got] == ["c", "d"]
+
+
+def test_replicas_and_events_of_a_job(
+    backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster
+) -> None:
+    ns = cluster.namespace
+    job = create(backend, kinds, "PyTorchJob", "ev")
+    for rtype, index in (("Worker", 1), ("Master", 0)):
+        cluster.kubelet.run(ns, cluster.add_pod("PyTorchJob", "ev", rtype, index))
+    pods = backend.replicas("ev", ns)
+    assert [(p.replica_type, p.index, p.phase) for p in pods] == [
+        ("Master", 0, "Running"),
+        ("Worker", 1, "Running"),
+    ]
+    involved = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "ev"}
+    involved.update(namespace=ns, uid=str(job.metadata.uid))
+    for n, reason in enumerate(("SuccessfulCreatePod", "JobRestarting")):
+        event = {
+            "metadata": {"name": f"ev.{n}"},
+            "involvedObject": involved,
+            "type": "Normal",
+            "reason": reason,
+            "message": f"said {n}",
+            "lastTimestamp": f"2026-01-01T00:00:0{n}Z",
+        }
+        cluster.rest.create(f"/api/v1/namespaces/{ns}/events", event)
+    events = backend.events("ev", ns)
+    assert [(e.reason, e.message, e.time) for e in events] == [
+        ("SuccessfulCreatePod", "said 0", "2026-01-01T00:00:00Z"),
+        ("JobRestarting", "said 1", "2026-01-01T00:00:01Z"),
+    ]
+    with pytest.raises(NotFoundError):
+        backend.events("none", ns)
+
+
 def test_a_pod_listing_whose_answer_breaks_off_is_a_backend_error(
     backend: KubernetesBackend, kinds: dict[str, Kind], cluster: Cluster, k8s_proxy: FaultProxy
 ) -> None:

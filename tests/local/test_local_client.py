@@ -65,7 +65,12 @@ class FakeBackend:
         return None
 
     def logs(
-        self, name: str, namespace: str, replica: str | None = None, follow: bool = False
+        self,
+        name: str,
+        namespace: str,
+        replica: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
     ) -> Iterator[LogLine]:
         return iter([LogLine("master-0", "hello")])
 

@@ -99,6 +99,13 @@ def test_on_failure_restarts_the_replica_in_place(
     lines = [line.text for line in client.logs("onfail", replica="master-0")]
     assert lines[0] == "failing once" and lines[-1] == "succeeded after restart"
     assert any("restart 1" in text for text in lines if text.startswith("--- trainop:"))
+    # What a page about the job reads: the replica's restarts, the events, the log's last line.
+    pods = {f"{p.replica_type.lower()}-{p.index}": p for p in client.replicas("onfail")}
+    assert pods["master-0"].restart_count == 1 and pods["master-0"].phase == "Succeeded"
+    assert all(e.type in ("Normal", "Warning") and e.reason for e in client.events("onfail"))
+    assert "PyTorchJobSucceeded" in [e.reason for e in client.events("onfail")]
+    tail = [line.text for line in client.logs("onfail", replica="master-0", tail=1)]
+    assert tail == ["succeeded after restart"]
 
 
 def test_exit_code_policy_recreates_the_replica_at_the_same_address(

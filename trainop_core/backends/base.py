@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from trainop_core.api.job import TrainingJob
 from trainop_core.kinds.base import Kind
+from trainop_core.planner.types import ObservedPod
 
 if TYPE_CHECKING:
     from trainop_core.runtimes.catalog import RuntimeCatalog
@@ -30,6 +31,17 @@ class LogLine:
 
     replica: str
     text: str
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """Something that happened to a job, as `kubectl describe` lists it: `time` is RFC 3339
+    ("" if unknown), `type` Normal or Warning, `reason` upstream's (SuccessfulCreatePod, ...)."""
+
+    time: str
+    type: str
+    reason: str
+    message: str
 
 
 class JobStore(Protocol):
@@ -79,12 +91,19 @@ class JobControl(Protocol):
 
 class LogSource(Protocol):
     def logs(
-        self, name: str, namespace: str, replica: str | None = None, follow: bool = False
+        self,
+        name: str,
+        namespace: str,
+        replica: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
     ) -> Iterator[LogLine]:
         """Replicas' output lines, one replica after the other (or only `replica`).
 
         With `follow`, yields lines as they are written, from every replica, until the job has
-        finished and everything written has been yielded. Raises NotFoundError for an unknown job
+        finished and everything written has been yielded. With `tail`, each replica's output
+        starts at its last `tail` lines written before the call (`kubectl logs --tail`), found
+        without reading the output before them. Raises NotFoundError for an unknown job
         or replica. Read-only I/O.
         """
         ...
@@ -121,6 +140,21 @@ class Followable(Protocol):
         """While the block runs, the backend keeps a finished job until the block ends (a TTL
         deletion waits), so that whoever waits for the job sees how it ended. Never blocks;
         nothing happens for a job that does not exist. May do I/O."""
+        ...
+
+
+@runtime_checkable
+class Inspectable(Protocol):
+    """A backend that can say what became of each replica and what happened to the job."""
+
+    def replicas(self, name: str, namespace: str) -> list[ObservedPod]:
+        """The job's replica pods (or processes) as last seen, in the kind's replica order:
+        phase, restarts, exit code, reason. NotFoundError for an unknown job. Read-only I/O."""
+        ...
+
+    def events(self, name: str, namespace: str) -> list[JobEvent]:
+        """The job's events, oldest first (each backend keeps a bounded number). NotFoundError
+        for an unknown job. Read-only I/O."""
         ...
 
 

@@ -190,6 +190,21 @@ def state_label(job: TrainingJob) -> str:
     return f"{state} (supervisor lost)" if supervisor_lost(job) else state
 
 
+def listed_state(job: TrainingJob, queued: dict[str, str]) -> str:
+    """The state a job list shows: Queued while a queue holds it (`queued`: the client's
+    `queue_reasons`, by uid), else `state_label`."""
+    return "Queued" if str(job.metadata.uid) in queued else state_label(job)
+
+
+def queue_line(job: TrainingJob, queued: dict[str, str]) -> str:
+    """Why a queue holds the job, on one line: Kueue's reason from the job's Workload on
+    Kubernetes, the local queue's on this machine; "" when no queue holds it."""
+    from trainop_core.client import queue_message
+
+    reason = queued.get(str(job.metadata.uid)) or queue_message(job)
+    return " ".join(reason.split())
+
+
 def display_state(job: TrainingJob) -> str:
     """The state a person reads: a TrainJob's as Trainer names it (Complete, not Succeeded)."""
     from trainop_core.client import job_state

@@ -11,10 +11,11 @@ from trainop_core.cli._output import (
     EXIT_OK,
     add_backend_options,
     age,
+    listed_state,
     make_client,
+    queue_line,
     replica_summary,
     report_error,
-    state_label,
     table,
     warn_damaged,
 )
@@ -91,10 +92,10 @@ def _render(
 
     header = ["NAME", "KIND", "STATE", "PROGRESS", "ETA", "AGE", "REPLICAS"]
     rows = [
-        [job.name, job.kind, _state(job, queued), *cells(job), age(job), replica_summary(job)]
+        [job.name, job.kind, listed_state(job, queued), *cells(job), age(job), replica_summary(job)]
         for job in jobs
     ]
-    messages = [_message(job, queued) for job in jobs]
+    messages = [queue_line(job, queued) for job in jobs]
     if any(messages):
         header.append("MESSAGE")
         rows = [[*row, message] for row, message in zip(rows, messages, strict=True)]
@@ -102,16 +103,3 @@ def _render(
         header = ["NAMESPACE", *header]
         rows = [[job.namespace, *row] for job, row in zip(jobs, rows, strict=True)]
     return table([header, *rows])
-
-
-def _state(job: TrainingJob, queued: dict[str, str]) -> str:
-    return "Queued" if str(job.metadata.uid) in queued else state_label(job)
-
-
-def _message(job: TrainingJob, queued: dict[str, str]) -> str:
-    """Why a queue holds the job, on one line: Kueue's reason from the job's Workload on
-    Kubernetes, the local queue's on this machine; "" when no queue holds it."""
-    from trainop_core.client import queue_message
-
-    reason = queued.get(str(job.metadata.uid)) or queue_message(job)
-    return " ".join(reason.split())

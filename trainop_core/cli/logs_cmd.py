@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from trainop_core.cli._output import (
+    EXIT_INVALID,
     EXIT_OK,
     add_backend_options,
     make_client,
@@ -34,6 +35,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the job has finished"
     )
+    parser.add_argument(
+        "--tail",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start at each replica's last N lines (the earlier ones are not read)",
+    )
     add_backend_options(parser)
     parser.set_defaults(func=run)
 
@@ -44,7 +52,10 @@ def run(args: argparse.Namespace) -> int:
         client = make_client(args)
         namespace = args.namespace or client.default_namespace
         warn_damaged([client.get(args.name, namespace)])
-        for line in client.logs(args.name, namespace, args.replica, args.follow):
+        if args.tail is not None and args.tail < 0:
+            print(f"error: --tail must not be negative, got {args.tail}", file=sys.stderr)
+            return EXIT_INVALID
+        for line in client.logs(args.name, namespace, args.replica, args.follow, args.tail):
             text = line.text if args.replica else f"{line.replica} | {line.text}"
             print(text, flush=args.follow)
     except TrainopError as err:

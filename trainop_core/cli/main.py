@@ -27,6 +27,7 @@ COMMANDS = (
     "runtimes",
     "operator",
     "tune",
+    "ui",
 )
 
 

@@ -157,7 +157,7 @@ class _LogHandler(BaseHTTPRequestHandler):
         key: LogKey = (parts[1], parts[2], parts[3])
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         if query.get("follow") == "true":
-            self._follow(key)
+            self._follow(key, query)
         else:
             self._send(200, _cut(self.owner.logs.lines(key), query).encode())
 
@@ -168,12 +168,15 @@ class _LogHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _follow(self, key: LogKey) -> None:
+    def _follow(self, key: LogKey, query: dict[str, str]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         offset, finished = 0, False
+        if "tailLines" in query:  # a kubelet starts a followed log at its last lines too
+            last = _cut(self.owner.logs.lines(key), {"tailLines": query["tailLines"]})
+            offset = len(self.owner.logs.read(key)) - len(last)
         try:
             while not finished and not self.owner.stopping.is_set():
                 more, finished = self.owner.logs.wait_for_more(key, offset, 0.5)

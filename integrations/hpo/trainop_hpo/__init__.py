@@ -7,6 +7,8 @@
   (the `ray` extra), with ASHA early stopping and no job left behind.
 - `katib_experiment(...)` / `katib_experiment_yaml(...)`: the same search as a Katib Experiment
   (`katib_notes(...)`: where Katib behaves differently; `SearchError` when it cannot).
+- `list_studies(root)`, `find_study(root, name)`, `read_study(info)`: the searches `tune_job`
+  stored (Ray Tune's experiment directories it described), read back with their trials.
 - `parse_params(["lr=loguniform:1e-4:1e-1", ...])`: search spaces written as strings;
   `read_template(path)` and `check_parameters(template, names)` check a template against them.
 """
@@ -21,6 +23,9 @@ _EXPORTS = {
     "JobCleanupCallback": "trainop_hpo.tune",
     "ParamSpec": "trainop_hpo.space",
     "SearchError": "trainop_hpo.katib_search",
+    "Study": "trainop_hpo.study",
+    "StudyInfo": "trainop_hpo.study",
+    "StudyTrial": "trainop_hpo.study",
     "SpaceError": "trainop_hpo.space",
     "Trial": "trainop_hpo.runner",
     "TrialJobFailed": "trainop_hpo.tune",
@@ -33,6 +38,9 @@ _EXPORTS = {
     "katib_notes": "trainop_hpo.katib",
     "parse_param": "trainop_hpo.space",
     "parse_params": "trainop_hpo.space",
+    "find_study": "trainop_hpo.study",
+    "list_studies": "trainop_hpo.study",
+    "read_study": "trainop_hpo.study",
     "read_template": "trainop_hpo.template",
     "summarize": "trainop_hpo.results",
     "tune_job": "trainop_hpo.tune",

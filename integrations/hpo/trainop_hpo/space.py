@@ -34,6 +34,12 @@ class ParamSpec:
     high: float = 0.0
     values: tuple[Value, ...] = ()
 
+    def __str__(self) -> str:
+        """As written on the command line (`grid:1,2,3`, `loguniform:0.0001:0.1`)."""
+        if self.kind in ("choice", "grid"):
+            return f"{self.kind}:{','.join(str(v) for v in self.values)}"
+        return f"{self.kind}:{self.low:g}:{self.high:g}"
+
 
 def parse_params(items: Iterable[str]) -> dict[str, ParamSpec]:
     """`["lr=loguniform:1e-4:1e-1", ...]` (the CLI's --param values) by parameter name."""

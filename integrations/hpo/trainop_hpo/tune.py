@@ -30,6 +30,7 @@ from trainop_core.errors import TrainopError
 from trainop_hpo.results import STATE_KEY
 from trainop_hpo.runner import FAILED, SUCCEEDED, Trial, TrialRunner, delete_job
 from trainop_hpo.space import to_tune_space
+from trainop_hpo.study import study_name, write_study_file
 from trainop_hpo.template import (
     TemplateSource,
     check_parameters,
@@ -39,6 +40,7 @@ from trainop_hpo.template import (
 )
 
 JOB_KEY = "job_name"
+DEFAULT_STORAGE = Path("~/ray_results").expanduser()  # Ray Tune's own default storage path
 # Where jobs live (TRAINOP_HOME, KUBECONFIG): trials and the driver's clean-up must agree.
 DRIVER_ENV_PREFIXES = ("TRAINOP_", "KUBECONFIG")
 
@@ -94,15 +96,21 @@ def tune_job(
     `param_space` maps each template parameter to a Ray Tune domain, a constant, or a string
     such as `loguniform:1e-4:1e-1` (trainop_hpo.space). `scheduler` is None (FIFO), "asha"
     (ASHAScheduler's defaults on `training_iteration`, one per metric line) or a Ray scheduler.
-    `resources_per_trial` is what each trial's driver function reserves on the Ray cluster
-    (default one CPU, so a 2-core machine runs two trials at a time; the function only waits
-    on its job, so a fraction such as {"cpu": 0.25} is usually right). `stop` is Ray Tune's stop
+    The experiment is named `<template name>-<time>` and described for `trainop ui` in
+    `trainop-study.json` next to Ray Tune's files (trainop_hpo.study), under `storage_path`
+    (default ~/ray_results, Ray Tune's). `resources_per_trial` is what each trial's driver
+    function reserves on the Ray cluster (default one CPU, so a 2-core machine runs two trials
+    at a time; the function only waits on its job, so a fraction such as {"cpu": 0.25} is
+    usually right). `stop` is Ray Tune's stop
     criteria or Stopper (`RunConfig(stop=...)`): either ends trials as the time budget does, and
     their jobs are deleted the same way. A trial whose job fails
     errors with the job's reason; the search goes on. Raises InvalidJobError before starting
     anything if the template and the parameters do not match.
     """
     spec = _trial_spec(template, param_space, metric, namespace, backend, backend_options)
+    name = study_name(spec.template)
+    storage = Path(storage_path).expanduser() if storage_path is not None else DEFAULT_STORAGE
+    write_study_file(storage / name, metric, mode, spec.template, param_space, spec.namespace)
     trainable = tune.with_resources(_trainable(spec), dict(resources_per_trial or {"cpu": 1}))
     tuner = tune.Tuner(
         trainable,
@@ -117,7 +125,8 @@ def tune_job(
             **tune_config_kwargs,
         ),
         run_config=tune.RunConfig(
-            storage_path=str(storage_path) if storage_path is not None else None,
+            name=name,
+            storage_path=str(storage),
             verbose=verbose,
             stop=stop,
             callbacks=[*(callbacks or []), JobCleanupCallback(spec)],

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from trainop_core.api import trainjob as v2
 from trainop_core.api.job import TrainingJob
-from trainop_core.backends.base import LogLine
+from trainop_core.backends.base import JobEvent, LogLine
 from trainop_core.backends.kubernetes import control
 from trainop_core.backends.kubernetes.config import connect
 from trainop_core.backends.kubernetes.errors import ApiError
@@ -45,6 +45,7 @@ from trainop_core.errors import (
 )
 from trainop_core.kinds.base import Kind
 from trainop_core.kinds.table import KindRegistry, build_registry
+from trainop_core.planner.types import ObservedPod
 from trainop_core.runtimes.catalog import RuntimeCatalog
 
 PROPAGATIONS = ("Foreground", "Background")
@@ -170,14 +171,37 @@ class KubernetesBackend:
 
     # --- LogSource ------------------------------------------------------------------------------
     def logs(
-        self, name: str, namespace: str, replica: str | None = None, follow: bool = False
+        self,
+        name: str,
+        namespace: str,
+        replica: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
     ) -> Iterator[LogLine]:
         namespace = self._ns(namespace)
         kind, obj = self._find(name, namespace)
         job = self._parse(kind, obj)
         if follow:
-            return follow_logs(self._store(kind), self._pods, kind, job, replica)
-        return read_logs(self._pods, kind, job, replica)
+            return follow_logs(self._store(kind), self._pods, kind, job, replica, tail)
+        return read_logs(self._pods, kind, job, replica, tail)
+
+    # --- Inspectable ----------------------------------------------------------------------------
+    def replicas(self, name: str, namespace: str) -> builtins.list[ObservedPod]:
+        from trainop_core.operator.observe import observe_pod  # the operator's reading of pods
+
+        namespace = self._ns(namespace)
+        kind, _ = self._find(name, namespace)
+        observed = (observe_pod(pod, kind) for pod in self._pods.raw_of_job(kind, namespace, name))
+        rank = {rtype: position for position, rtype in enumerate(kind.replica_types)}
+        pods = [pod for pod in observed if pod is not None]
+        return sorted(pods, key=lambda pod: (rank.get(pod.replica_type, len(rank)), pod.index))
+
+    def events(self, name: str, namespace: str) -> builtins.list[JobEvent]:
+        namespace = self._ns(namespace)
+        _, obj = self._find(name, namespace)
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        events = [_job_event(item) for item in self._pods.events(namespace, uid)]
+        return sorted(events, key=lambda event: event.time)
 
     # --- beyond the protocol ----------------------------------------------------------------------
     def wait(self, name: str, namespace: str, timeout: float | None = None) -> TrainingJob:
@@ -273,3 +297,10 @@ def _body(job: TrainingJob, kind: Kind, namespace: str) -> dict[str, Any]:
     body = job.to_dict()
     body["kind"] = kind.kind
     return for_create(body, namespace)
+
+
+def _job_event(item: dict[str, Any]) -> JobEvent:
+    """A core/v1 Event as `kubectl describe` shows it: its last time, type, reason, message."""
+    when = item.get("lastTimestamp") or item.get("eventTime") or item.get("firstTimestamp") or ""
+    return JobEvent(str(when), str(item.get("type", "")), str(item.get("reason", "")),
+                    str(item.get("message", "")))  # fmt: skip

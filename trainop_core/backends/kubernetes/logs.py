@@ -38,24 +38,33 @@ def _selected(pods: list[ReplicaPod], replica: str | None) -> list[ReplicaPod]:
     return [p for p in pods if replica is None or p.tag == replica.lower()]
 
 
-def read_logs(pods: Pods, kind: Kind, job: TrainingJob, replica: str | None) -> Iterator[LogLine]:
-    """What the job's started pods have written so far, one replica after the other."""
+def read_logs(
+    pods: Pods, kind: Kind, job: TrainingJob, replica: str | None, tail: int | None = None
+) -> Iterator[LogLine]:
+    """What the job's started pods have written so far (the last `tail` lines of each), one
+    replica after the other."""
     check_replica(job, kind, replica)
     for pod in _selected(pods.of_job(kind, job.namespace, job.name), replica):
         if not pod.started:
             continue
         try:
-            for text in pods.read_log(job.namespace, pod):
+            for text in pods.read_log(job.namespace, pod, tail):
                 yield LogLine(pod.tag, text)
         except NotFoundError:  # deleted since listed
             continue
 
 
 def follow_logs(
-    jobs: JobStore, pods: Pods, kind: Kind, job: TrainingJob, replica: str | None
+    jobs: JobStore,
+    pods: Pods,
+    kind: Kind,
+    job: TrainingJob,
+    replica: str | None,
+    tail: int | None = None,
 ) -> Iterator[LogLine]:
     """Lines from every selected replica as they are written, until the job has finished and
-    every stream has ended. NotFoundError if the job is deleted meanwhile."""
+    every stream has ended (the pods already started: from their last `tail` lines). NotFoundError
+    if the job is deleted meanwhile."""
     check_replica(job, kind, replica)
     lines: queue.Queue[_Item] = queue.Queue(maxsize=QUEUED_LINES)
     stop = threading.Event()  # the reader went away: pumps must not wait on a full queue
@@ -68,7 +77,8 @@ def follow_logs(
                 if pod.started and pod.uid not in seen:
                     seen.add(pod.uid)
                     pumping += 1
-                    _start_pump(pods, job.namespace, pod, lines, stop)
+                    _start_pump(pods, job.namespace, pod, lines, stop, tail)
+            tail = None  # pods that start later are read from their start
             if finished and not pumping:
                 return
             pumping -= yield from _drain(lines, POLL_SECONDS)
@@ -95,7 +105,12 @@ def _drain(lines: queue.Queue[_Item], seconds: float) -> Generator[LogLine, None
 
 
 def _start_pump(
-    pods: Pods, namespace: str, pod: ReplicaPod, out: queue.Queue[_Item], stop: threading.Event
+    pods: Pods,
+    namespace: str,
+    pod: ReplicaPod,
+    out: queue.Queue[_Item],
+    stop: threading.Event,
+    tail: int | None,
 ) -> None:
     def put(item: _Item) -> bool:
         while not stop.is_set():
@@ -108,7 +123,7 @@ def _start_pump(
 
     def pump() -> None:
         try:
-            for text in pods.stream_log(namespace, pod):
+            for text in pods.stream_log(namespace, pod, tail):
                 if not put(LogLine(pod.tag, text)):
                     return
         except NotFoundError:  # the pod went away: nothing more to read from it

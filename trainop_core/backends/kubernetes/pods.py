@@ -79,6 +79,11 @@ class Pods:
     def of_job(self, kind: Kind, namespace: str, job: str) -> list[ReplicaPod]:
         """The job's pods (upstream's job-name and operator-name labels; a TrainJob's trainer
         nodes by the JobSet labels the Kubeflow SDK selects them by), master first."""
+        items = self.raw_of_job(kind, namespace, job)
+        return sorted((replica_pod(p, kind) for p in items), key=lambda p: p.order)
+
+    def raw_of_job(self, kind: Kind, namespace: str, job: str) -> list[dict[str, Any]]:
+        """The job's pods as the API server returns them (see `of_job`)."""
         selector = f"{JOB_NAME_LABEL}={job},{OPERATOR_NAME_LABEL}={kind.controller_name}"
         if kind.kind == v2.TRAINJOB:
             selector = f"{JOBSET_NAME_LABEL}={job},{REPLICATED_JOB_LABEL}={v2.NODE}"
@@ -90,8 +95,21 @@ class Pods:
             ),
             what=f"pods of {namespace}/{job}",
         )
-        items = json.loads(data).get("items") or []
-        return sorted((replica_pod(p, kind) for p in items), key=lambda p: p.order)
+        items: list[dict[str, Any]] = json.loads(data).get("items") or []
+        return items
+
+    def events(self, namespace: str, uid: str) -> list[dict[str, Any]]:
+        """The core/v1 events about the object with `uid` (what the operator records on a job)."""
+        data = _request(
+            lambda: (
+                self._core.list_namespaced_event(
+                    namespace, field_selector=f"involvedObject.uid={uid}", _preload_content=False
+                ).data
+            ),
+            what=f"events in {namespace}",
+        )
+        items: list[dict[str, Any]] = json.loads(data).get("items") or []
+        return items
 
     def delete(self, namespace: str, pod: str) -> None:
         """DELETE the pod (default grace period); NotFoundError if it is already gone."""
@@ -100,11 +118,12 @@ class Pods:
             what=f"pod {namespace}/{pod}",
         )
 
-    def read_log(self, namespace: str, pod: ReplicaPod) -> Iterator[str]:
-        """The pod's log so far, line by line as it is read (constant memory)."""
+    def read_log(self, namespace: str, pod: ReplicaPod, tail: int | None = None) -> Iterator[str]:
+        """The pod's log so far (its last `tail` lines), line by line as it is read (constant
+        memory)."""
         response = _request(
             lambda: self._core.read_namespaced_pod_log(
-                pod.pod, namespace, container=pod.container, _preload_content=False
+                pod.pod, namespace, container=pod.container, _preload_content=False, **_tail(tail)
             ),
             what=f"log of pod {namespace}/{pod.pod}",
         )
@@ -113,8 +132,9 @@ class Pods:
         finally:
             response.release_conn()
 
-    def stream_log(self, namespace: str, pod: ReplicaPod) -> Iterator[str]:
-        """The pod's log from the start, line by line as written, until its container ends."""
+    def stream_log(self, namespace: str, pod: ReplicaPod, tail: int | None = None) -> Iterator[str]:
+        """The pod's log from the start (from its last `tail` lines), line by line as written,
+        until its container ends."""
         response = _request(
             lambda: self._core.read_namespaced_pod_log(
                 pod.pod,
@@ -123,6 +143,7 @@ class Pods:
                 follow=True,
                 _preload_content=False,
                 _request_timeout=(CONNECT_TIMEOUT, None),
+                **_tail(tail),
             ),
             what=f"log of pod {namespace}/{pod.pod}",
         )
@@ -130,6 +151,10 @@ class Pods:
             yield from _lines(response)
         finally:
             response.release_conn()
+
+
+def _tail(lines: int | None) -> dict[str, int]:
+    return {} if lines is None else {"tail_lines": lines}
 
 
 CHUNK_BYTES = 64 * 1024

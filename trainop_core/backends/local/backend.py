@@ -7,6 +7,7 @@ sees the same jobs, status and logs. The job outlives the Python process that cr
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import logging
@@ -21,7 +22,7 @@ from typing import Any
 from trainop_core.api.bounds import total_replicas
 from trainop_core.api.job import GROUP, JobSpec, TrainingJob
 from trainop_core.api.types import ObjectMeta, format_time, utc_now
-from trainop_core.backends.base import LogLine
+from trainop_core.backends.base import JobEvent, LogLine
 from trainop_core.backends.local.addressing import allocate_ports
 from trainop_core.backends.local.leases import Leases, hold_shared
 from trainop_core.backends.local.limits import replica_limit_problems
@@ -50,8 +51,9 @@ from trainop_core.errors import (
     TrainopError,
 )
 from trainop_core.kinds.base import Kind
+from trainop_core.planner.types import ObservedPod
 from trainop_core.private_files import write_new
-from trainop_core.replicas import replica_ids
+from trainop_core.replicas import replica_id, replica_ids
 
 log = logging.getLogger("trainop")
 
@@ -153,14 +155,32 @@ class LocalBackend:
 
     # --- LogSource ------------------------------------------------------------------------------
     def logs(
-        self, name: str, namespace: str, replica: str | None = None, follow: bool = False
+        self,
+        name: str,
+        namespace: str,
+        replica: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
     ) -> Iterator[LogLine]:
         with self._state_errors(f"read the logs of job {namespace}/{name}"):
             job_dir = self.root.existing(name, namespace)
             replicas = replica_order(job_dir, replica)
             if follow:
-                return self._guarded(follow_logs(job_dir, replicas, self._handover(job_dir)))
-            return self._guarded(read_logs(job_dir, replicas))
+                hold = self._handover(job_dir)
+                return self._guarded(follow_logs(job_dir, replicas, hold, tail))
+            return self._guarded(read_logs(job_dir, replicas, tail))
+
+    # --- Inspectable ----------------------------------------------------------------------------
+    def replicas(self, name: str, namespace: str) -> builtins.list[ObservedPod]:
+        with self._state_errors(f"read the replicas of job {namespace}/{name}"):
+            job_dir = self.root.existing(name, namespace)
+            return observed_replicas(job_dir, replica_order(job_dir))
+
+    def events(self, name: str, namespace: str) -> builtins.list[JobEvent]:
+        with self._state_errors(f"read the events of job {namespace}/{name}"):
+            records = self.root.existing(name, namespace).read_events()
+        keys = ("time", "type", "reason", "message")
+        return [JobEvent(*(str(record.get(key, "")) for key in keys)) for record in records]
 
     # --- Followable -----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -372,6 +392,23 @@ def signal_supervisor(job_dir: JobDir, sig: int) -> bool:
         os.kill(pid, sig)
         return True
     return False
+
+
+def observed_replicas(job_dir: JobDir, order: list[str]) -> list[ObservedPod]:
+    """The replicas the job's supervisor recorded (pods.json), in `order` (replica ids); a
+    garbled record is left out, a missing or unreadable file means none started yet."""
+    from trainop_core.backends.process.kubelet import LocalPod
+
+    try:
+        records = read_json(job_dir.pods_file)
+    except (OSError, ValueError):
+        records = []
+    pods = []
+    for record in records if isinstance(records, list) else []:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            pods.append(LocalPod.from_record(record, job_dir.logs_dir).observed())
+    rank = {replica: position for position, replica in enumerate(order)}
+    return sorted(pods, key=lambda pod: rank.get(replica_id(pod.replica_type, pod.index), 0))
 
 
 def kill_recorded_replicas(job_dir: JobDir) -> None:

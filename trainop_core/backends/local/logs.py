@@ -52,19 +52,23 @@ def _is_replica(name: str) -> bool:
 
 
 class LogTail:
-    """The unread rest of one log file, through a descriptor kept open once the file exists."""
+    """The unread rest of one log file, through a descriptor kept open once the file exists;
+    with `lines`, from the start of its last `lines` lines when it is first opened."""
 
-    def __init__(self, replica: str, job_dir: JobDir) -> None:
+    def __init__(self, replica: str, job_dir: JobDir, lines: int | None = None) -> None:
         self.replica = replica
         self.job_dir = job_dir
         self.handle: IO[bytes] | None = None
         self.partial = b""
+        self.lines = lines
         self.open()
 
     def open(self) -> None:
         if self.handle is None:
             with contextlib.suppress(FileNotFoundError):
                 self.handle = self.job_dir.log_file(self.replica).open("rb")
+                if self.lines is not None:
+                    self.handle.seek(tail_offset(self.handle, self.lines))
 
     def read(self, final: bool = False) -> Iterator[LogLine]:
         """Every complete line written since the last read (and, if `final`, the unterminated
@@ -109,13 +113,37 @@ class LogTail:
             self.handle = None
 
 
-def read_logs(job_dir: JobDir, replicas: list[str]) -> Iterator[LogLine]:
+def tail_offset(handle: IO[bytes], lines: int) -> int:
+    """Where the last `lines` lines of an open file begin, found by reading backwards from its
+    end, at most `lines` x MAX_LINE_BYTES (a longer line is handed out in pieces anyway): what
+    comes before is never read."""
+    end = handle.seek(0, os.SEEK_END)
+    floor = max(0, end - lines * MAX_LINE_BYTES)
+    if lines == 0 or end == 0:
+        return end
+    handle.seek(end - 1)
+    pos = end - 1 if handle.read(1) == b"\n" else end  # that newline ends the last line
+    found = 0
+    while pos > floor:
+        size = min(CHUNK_BYTES, pos - floor)
+        handle.seek(pos - size)
+        chunk = handle.read(size)
+        at = len(chunk)
+        while (at := chunk.rfind(b"\n", 0, at)) != -1:
+            found += 1
+            if found == lines:
+                return pos - size + at + 1
+        pos -= size
+    return floor
+
+
+def read_logs(job_dir: JobDir, replicas: list[str], tail: int | None = None) -> Iterator[LogLine]:
     for replica in replicas:
-        tail = LogTail(replica, job_dir)
+        tail_ = LogTail(replica, job_dir, tail)
         try:
-            yield from tail.read(final=True)
+            yield from tail_.read(final=True)
         finally:
-            tail.close()
+            tail_.close()
 
 
 class LogFollower:
@@ -128,12 +156,16 @@ class LogFollower:
     a parameter server) keeps the stream open until it stops or the job is deleted."""
 
     def __init__(
-        self, job_dir: JobDir, replicas: list[str], hold: Hold = contextlib.nullcontext
+        self,
+        job_dir: JobDir,
+        replicas: list[str],
+        hold: Hold = contextlib.nullcontext,
+        tail: int | None = None,
     ) -> None:
         self.job_dir = job_dir
         self._hold: AbstractContextManager[None] | None = hold()
         self._hold.__enter__()
-        self.tails = [LogTail(replica, job_dir) for replica in replicas]
+        self.tails = [LogTail(replica, job_dir, tail) for replica in replicas]
         self._lines = self._follow()
 
     def __iter__(self) -> Iterator[LogLine]:
@@ -175,9 +207,12 @@ class LogFollower:
 
 
 def follow_logs(
-    job_dir: JobDir, replicas: list[str], hold: Hold = contextlib.nullcontext
+    job_dir: JobDir,
+    replicas: list[str],
+    hold: Hold = contextlib.nullcontext,
+    tail: int | None = None,
 ) -> LogFollower:
-    return LogFollower(job_dir, replicas, hold)
+    return LogFollower(job_dir, replicas, hold, tail)
 
 
 def _is_finished(job_dir: JobDir) -> bool:

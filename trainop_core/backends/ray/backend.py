@@ -25,10 +25,12 @@ hold any more is refused at submit, naming the limit.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ from ray.exceptions import ActorAlreadyExistsError, GetTimeoutError, RayActorErr
 
 from trainop_core.api.job import GROUP, TrainingJob
 from trainop_core.api.types import format_time, utc_now
-from trainop_core.backends.base import LogLine
+from trainop_core.backends.base import JobEvent, LogLine
 from trainop_core.backends.process.podspec import local_warnings, runnable_problems
 from trainop_core.backends.ray import record
 from trainop_core.backends.ray.auth import hint as auth_hint
@@ -56,6 +58,7 @@ from trainop_core.errors import (
     TrainopError,
 )
 from trainop_core.kinds.base import Kind
+from trainop_core.planner.types import ObservedPod
 
 log = logging.getLogger("trainop")
 
@@ -172,7 +175,12 @@ class RayBackend:
 
     # --- LogSource ------------------------------------------------------------------------------
     def logs(
-        self, name: str, namespace: str, replica: str | None = None, follow: bool = False
+        self,
+        name: str,
+        namespace: str,
+        replica: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
     ) -> Iterator[LogLine]:
         handle = self._handle(name, namespace)
         replicas = _call(handle.replicas.remote(), f"{namespace}/{name}")
@@ -180,16 +188,23 @@ class RayBackend:
             known = ", ".join(replicas)
             raise NotFoundError(f"job {namespace}/{name} has no replica {replica!r} ({known})")
         chosen = [replica] if replica is not None else replicas
+        what = f"{namespace}/{name}"
         if follow:
-            return _follow(handle, chosen, f"{namespace}/{name}")
-        return (
-            line for r in chosen for line in _follow(handle, [r], f"{namespace}/{name}", once=True)
-        )
+            return _follow(handle, chosen, what, tail=tail)
+        return (line for r in chosen for line in _follow(handle, [r], what, once=True, tail=tail))
 
-    # --- extras ---------------------------------------------------------------------------------
-    def events(self, name: str, namespace: str) -> Any:
+    # --- Inspectable ----------------------------------------------------------------------------
+    def replicas(self, name: str, namespace: str) -> builtins.list[ObservedPod]:
+        pods: list[ObservedPod] = _call(
+            self._handle(name, namespace).observed_pods.remote(), f"{namespace}/{name}"
+        )
+        return pods
+
+    def events(self, name: str, namespace: str) -> builtins.list[JobEvent]:
         """The job's events (time, type, reason, message), oldest first."""
-        return _call(self._handle(name, namespace).get_events.remote(), f"{namespace}/{name}")
+        records = _call(self._handle(name, namespace).get_events.remote(), f"{namespace}/{name}")
+        keys = ("time", "type", "reason", "message")
+        return [JobEvent(*(str(record.get(key, "")) for key in keys)) for record in records]
 
     # --- internals ------------------------------------------------------------------------------
     def _check(self, job: TrainingJob, kind: Kind, wire: dict[str, Any]) -> Placement:
@@ -359,11 +374,15 @@ def _state(job: TrainingJob) -> str:
     return job_state(job)
 
 
-def _follow(handle: Any, replicas: list[str], what: str, once: bool = False) -> Iterator[LogLine]:
+def _follow(
+    handle: Any, replicas: list[str], what: str, once: bool = False, tail: int | None = None
+) -> Iterator[LogLine]:
     """Lines of `replicas` as they are written, until the job is over and everything was read
-    (`once`: only what was written so far)."""
+    (`once`: only what was written so far; `tail`: of what was written so far, only each
+    replica's last `tail` lines, from the bounded output the supervisor keeps)."""
     offsets = dict.fromkeys(replicas, 0)
     partial = dict.fromkeys(replicas, b"")
+    held = {r: deque[LogLine](maxlen=tail) for r in replicas} if tail is not None else None
     while True:
         answer = _call(handle.read_logs.remote(offsets), what)
         more = False
@@ -372,9 +391,17 @@ def _follow(handle: Any, replicas: list[str], what: str, once: bool = False) -> 
             more = more or offsets[replica] < end
             *lines, partial[replica] = (partial[replica] + data).split(b"\n")
             for line in lines:
-                yield LogLine(replica, line.decode(errors="replace"))
+                text = LogLine(replica, line.decode(errors="replace"))
+                if held is None:
+                    yield text
+                else:
+                    held[replica].append(text)
         if more:
             continue
+        if held is not None:  # caught up with what was written before: its tail, then new lines
+            for replica in replicas:
+                yield from held[replica]
+            held = None
         if once or answer["over"]:
             for replica in replicas:
                 if partial[replica]:

@@ -137,6 +137,11 @@ class Supervisor:
     def get_events(self) -> list[dict[str, Any]]:
         return self.journal.snapshot()
 
+    def observed_pods(self) -> list[ObservedPod]:
+        """The replicas' pods as last seen, in the kind's replica order (slots are kept so)."""
+        with self.lock:
+            return [slot.pod for slot in self.gang.slots.values() if slot.pod is not None]
+
     def wait(self, timeout: float) -> dict[str, Any] | None:
         """The job once it has finished (within `timeout` s), else None."""
         deadline = time.monotonic() + timeout
