@@ -48,7 +48,7 @@ BAD_TRAINJOBS = [
         "quantity",
     ),  # reason: one case per line reads best
     ("spec.managedBy", {"managedBy": "someone"}, "expected one of"),
-    ("spec.activeDeadlineSeconds", {"activeDeadlineSeconds": 0}, "at least 1"),
+    ("spec.activeDeadlineSeconds", {"activeDeadlineSeconds": 0}, "an integer >= 1"),
     ("spec.suspend", {"suspend": "yes"}, "true or false"),
     ("spec.trainer.cmd", {"trainer": {"cmd": ["x"]}}, "unknown field"),
     ("spec.initializer", {"initializer": {"dataset": {"storageUri": "hf://d"}}}, "not supported"),
@@ -340,9 +340,12 @@ def finished_with(kind_of_end: str, message: str = "") -> Any:
     from trainop_core.api.types import ConditionStatus, ConditionType, JobCondition, JobStatus
 
     _, job = prepare_trainjob(Document(trainjob(), ""))
-    conditions = [JobCondition(type=ConditionType.RUNNING, status=ConditionStatus.TRUE)]
+    when = {"last_transition_time": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)}
+    conditions = [JobCondition(type=ConditionType.RUNNING, status=ConditionStatus.TRUE, **when)]
     conditions.append(
-        JobCondition(type=ConditionType(kind_of_end), status=ConditionStatus.TRUE, message=message)
+        JobCondition(
+            type=ConditionType(kind_of_end), status=ConditionStatus.TRUE, message=message, **when
+        )
     )
     job.status = JobStatus(conditions=conditions)
     return job

@@ -64,7 +64,12 @@ def test_a_trainjob_is_created_as_written_run_followed_waited_for_and_deleted(
     assert (created.kind, created.key) == ("TrainJob", f"{trainer.namespace}/tj")
     on_server = stored(trainer, "tj")
     assert on_server["apiVersion"] == "trainer.kubeflow.org/v1alpha1"
-    assert on_server["spec"] == written["spec"]  # as written: no replica specs, no defaults
+    # As written (no replica specs), with the defaults of Trainer's CRDs the API server applies.
+    defaults = {"suspend": False, "managedBy": "trainer.kubeflow.org/trainjob-controller"}
+    runtime_ref = {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"}
+    expected = written["spec"] | defaults
+    expected["runtimeRef"] = written["spec"]["runtimeRef"] | runtime_ref
+    assert on_server["spec"] == expected
     assert [(j.kind, j.name) for j in client.list(trainer.namespace)] == [("TrainJob", "tj")]
     followed = list(client.logs("tj", follow=True))  # returns once the job has finished
     assert sorted(x.replica for x in followed if x.text == "epoch 2") == ["node-0", "node-1"]
