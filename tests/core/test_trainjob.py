@@ -435,14 +435,19 @@ def test_pods_and_services_are_owned_by_the_trainjob() -> None:
         )
 
 
-def test_a_runtime_in_trainers_own_shape_runs_its_torch_process_count(tmp_path: Path) -> None:
-    data = runtime(torch={"numProcPerNode": "auto"})  # as Trainer's own torch-distributed says
+def test_a_runtime_in_trainers_earlier_shape_runs_its_torch_process_count(tmp_path: Path) -> None:
+    data = runtime(torch={"numProcPerNode": "auto"})  # as Trainer v2.0/v2.1's torch-distributed
     (tmp_path / "upstream.yaml").write_text(json.dumps(data))
-    _, job = prepare_trainjob(Document(trainjob(trainer={"numNodes": 2}), ""), tmp_path)
+    gpus = {"limits": {"nvidia.com/gpu": 2}}
+    written = trainjob(trainer={"numNodes": 2, "resourcesPerNode": gpus})
+    _, job = prepare_trainjob(Document(written, ""), tmp_path)
     kind = KIND
     job.metadata.uid = "uid-1"
     first = plan(job, kind, Observed(), T0, KubernetesAddressing(job, kind))
-    assert env_of(first.create_pods[1])["PET_NPROC_PER_NODE"] == "auto"
+    assert env_of(first.create_pods[1])["PET_NPROC_PER_NODE"] == "2"  # "auto": one per GPU
+    (tmp_path / "upstream.yaml").write_text(json.dumps(runtime(torch={"numProcPerNode": 4})))
+    _, job = prepare_trainjob(Document(trainjob(), ""), tmp_path)
+    assert job.spec.num_proc_per_node == 4  # the runtime's count
     mine = trainjob(trainer={"numProcPerNode": 3})
     _, job = prepare_trainjob(Document(mine, ""), tmp_path)
     assert job.spec.num_proc_per_node == 3  # the TrainJob's count wins

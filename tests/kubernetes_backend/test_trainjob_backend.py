@@ -117,6 +117,19 @@ def test_a_runtime_the_cluster_lacks_is_refused_naming_the_field_and_nothing_is_
     assert listed["items"] == []
 
 
+def test_env_the_runtimes_policy_sets_is_refused_naming_the_entry_and_nothing_is_created(
+    trainer: K8s, client: TrainingClient
+) -> None:
+    env = [{"name": "OK", "value": "1"}, {"name": "PET_NNODES", "value": "4"}]
+    with pytest.raises(InvalidJobError) as refused:
+        client.create(trainjob("tj", trainer={"env": env}))
+    [problem] = refused.value.problems
+    assert problem.path == "spec.trainer.env[1].name"
+    assert "must not have reserved envs" in problem.message
+    listed = trainer.rest.get(f"{TRAINER}/namespaces/{trainer.namespace}/trainjobs")
+    assert listed["items"] == []
+
+
 def test_a_namespaced_training_runtime_is_found_in_the_trainjobs_namespace(
     trainer: K8s, operator: Manager, client: TrainingClient
 ) -> None:

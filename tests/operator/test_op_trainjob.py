@@ -145,7 +145,19 @@ def test_an_invalid_trainjob_fails_once_naming_the_field(
     assert cluster.pods("tj") == []
 
 
-# --- the CRDs' defaults and constraints, as Trainer v2.3's (tests/core/test_trainer_crd_facts.py) --
+def test_a_trainjob_setting_env_its_policy_reserves_fails_naming_the_entry(
+    trainer_cluster: Cluster, run_operator: Start
+) -> None:
+    cluster = trainer_cluster
+    run_operator(enable_schemes=("TrainJob",)).wait_started()
+    env = [{"name": "JAX_NUM_PROCESSES", "value": "8"}]
+    create_trainjob(cluster, "tj", "jax-distributed", trainer={"env": env})
+    failed = wait_for(lambda: condition(cluster, "tj", "Failed"), 60, "TrainJob Failed")
+    assert "spec.trainer.env[0].name: must not have reserved envs" in failed["message"]
+    assert cluster.pods("tj") == []
+
+
+# --- the CRDs: defaults and constraints as Trainer v2.3's (tests/core/test_trainer_crd_facts.py)
 
 
 def test_a_trainjob_naming_only_its_runtime_comes_back_with_trainers_defaults(

@@ -119,10 +119,7 @@ def _without(data: Mapping[str, Any], locations: list[tuple[Any, ...]]) -> dict[
         parents: list[tuple[Any, Any]] = []
         node: Any = rest
         for step in location:
-            if isinstance(node, dict) and step in node:
-                parents.append((node, step))
-                node = node[step]
-            elif isinstance(node, list) and isinstance(step, int) and step < len(node):
+            if _has(node, step):
                 parents.append((node, step))
                 node = node[step]
         while parents and isinstance(parents[-1][0], list):
@@ -131,6 +128,12 @@ def _without(data: Mapping[str, Any], locations: list[tuple[Any, ...]]) -> dict[
             holder, key = parents[-1]
             holder.pop(key, None)
     return rest
+
+
+def _has(node: Any, step: Any) -> bool:
+    if isinstance(node, list):
+        return isinstance(step, int) and 0 <= step < len(node)
+    return isinstance(node, dict) and step in node
 
 
 # --- TrainJob ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ Kubeflow SDK selects and reads them by (see `sdk_labels`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
@@ -39,7 +39,7 @@ PORT_NAME = "node-port"
 class PlannedTrainJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(alias="replicaSpecs")
     ml_policy: str = "plain"
-    num_proc_per_node: int | Literal["auto"] = 1
+    num_proc_per_node: int = 1  # runtimes.processes: Trainer's count, "auto" resolved
     launcher_is_node: bool | None = None  # mpi's runLauncherAsNode: the launcher hosts ranks too
 
 

@@ -66,7 +66,7 @@ class TrainJobController(JobController):
         """Not cached by generation like a v1 job: the translation also depends on the runtime,
         which may change or appear while the job waits for it."""
         try:
-            _, model = prepare_trainjob(Document(client_view(job), ""), self._catalog())
+            _, model = prepare_trainjob(Document(client_view(job), ""), self.catalog())
         except RuntimeNotFoundError as exc:
             # Not the job's fault for good: the runtime may be applied after it (kubectl apply
             # of a directory). Say so on the job and look again with the queue's backoff.
@@ -79,7 +79,8 @@ class TrainJobController(JobController):
         model.status = decode_status(job.get("status"))
         return model
 
-    def _catalog(self) -> RuntimeCatalog:
+    def catalog(self) -> RuntimeCatalog:
+        """The runtimes the shared caches hold now (the webhook checks TrainJobs with them)."""
         runtimes: list[v2.TrainingRuntime] = []
         for informer in self.runtimes:
             for obj in informer.list():
