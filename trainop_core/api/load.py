@@ -410,8 +410,9 @@ def job_label(data: Mapping[str, Any]) -> str:
 
 
 def to_wire(job: TrainingJob) -> dict[str, Any]:
-    """The job as a user would write it: apiVersion, kind, metadata, spec (and status if any)."""
-    data = job.to_dict()
+    """The job as a user would write it: apiVersion, kind, metadata, spec (and status if any);
+    a TrainJob as Trainer's API stores it (`as_stored`), so that it can be applied again."""
+    data = job.as_stored() or job.to_dict()
     data.setdefault("apiVersion", API_VERSION)
     if data.get("spec", {}).get("runPolicy") == {}:
         del data["spec"]["runPolicy"]  # the model's default, not something the user wrote

@@ -63,6 +63,7 @@ def prepare_trainjob(
     assert isinstance(planned, PlannedTrainJob)  # reason: the TrainJob kind's model
     # Checked as kubeflow.org/v1 above; its pods and services are owned by the TrainJob itself.
     planned.api_version = v2.API_VERSION
+    planned.trainjob = {k: v for k, v in job.to_dict().items() if k != "status"}
     return kind, planned
 
 
@@ -99,6 +100,7 @@ def planned_manifest(job: PlannedTrainJob) -> dict[str, Any]:
 
     data = job.to_dict()
     data.pop("status", None)
+    data.pop("trainjob", None)  # what edits the planned job would leave behind
     data["apiVersion"] = API_VERSION
     return data
 
