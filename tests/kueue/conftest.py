@@ -22,11 +22,13 @@ from pathlib import Path
 
 import pytest
 from k8s import K8s
+from kueuekit import Queues
 
 from trainop_core.crds import all_crds
 from trainop_core.kinds.table import build_registry
 from trainop_core.runtimes.crds import trainer_crds
 from trainop_core.testing.binaries import BinaryBuildError, kubernetes_binaries
+from trainop_core.testing.builders import wait_for
 from trainop_core.testing.controlplane import ControlPlane, ControlPlaneError
 from trainop_core.testing.kueue import FRAMEWORKS, TRAINJOB, Kueue, kueue_binary, kueue_crds
 
@@ -82,3 +84,12 @@ def kueue(kueue_plane: KueuePlane, k8s: K8s) -> Kueue:
     """The running Kueue, its job webhooks enabled for this test's namespace."""
     kueue_plane.kueue.serve_namespace(k8s.namespace)
     return kueue_plane.kueue
+
+
+@pytest.fixture
+def queues(k8s: K8s, kueue: Kueue) -> Iterator[Queues]:
+    """A 2-CPU ClusterQueue (StrictFIFO, lower priorities preemptible) and LocalQueue `team`."""
+    made = Queues(k8s.rest, k8s.namespace, cpu="2").create()
+    wait_for(made.active, timeout=60, interval=0.1)
+    yield made
+    made.delete()

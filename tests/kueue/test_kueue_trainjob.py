@@ -23,15 +23,18 @@ from kueuekit import (
     Admissions,
     PodLoad,
     Queues,
+    admission_phases,
     condition,
     is_true,
+    list_workloads,
     owner_name,
+    running_pods,
     watching,
 )
 
 from trainop_core.testing.builders import wait_for
 from trainop_core.testing.kubelet import Rule
-from trainop_core.testing.kueue import API, QUEUE_LABEL, Kueue
+from trainop_core.testing.kueue import API, QUEUE_LABEL
 
 pytestmark = [pytest.mark.kueue, pytest.mark.timeout(1800)]  # Kueue may be built first
 QUOTA_MILLICORES = 2000
@@ -40,14 +43,9 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 @pytest.fixture
-def queues(k8s: K8s, kueue: Kueue) -> Iterator[Queues]:
-    """A 2-CPU ClusterQueue (StrictFIFO, lower priorities preemptible) and LocalQueue `team`,
-    with trainop's default runtimes on the cluster (Kueue reads the one a TrainJob names)."""
+def runtimes(k8s: K8s) -> None:
+    """trainop's default runtimes on the cluster: Kueue reads the one a TrainJob names."""
     k8s.install_trainer()
-    made = Queues(k8s.rest, k8s.namespace, cpu="2").create()
-    wait_for(made.active, timeout=60, interval=0.1)
-    yield made
-    made.delete()
 
 
 def trainjob(name: str, queue: str, *, cpu: int, priority: str = "") -> dict[str, Any]:
@@ -72,7 +70,7 @@ def complete(k8s: K8s, name: str) -> bool:
 
 
 def workloads(k8s: K8s) -> list[dict[str, Any]]:
-    return list(k8s.rest.get(f"{API}/namespaces/{k8s.namespace}/workloads")["items"])
+    return list_workloads(k8s.rest, k8s.namespace)
 
 
 def kueue_patch(job: dict[str, Any]) -> dict[str, Any]:
@@ -89,17 +87,7 @@ def admitted_flavor(job: dict[str, Any]) -> str | None:
     return None
 
 
-def running_pods(load: PodLoad, prefix: str, seen_before: set[str]) -> list[str]:
-    names = [
-        p["metadata"]["name"]
-        for uid, p in list(load.pods.items())
-        if p["metadata"]["name"].startswith(prefix)
-        and uid not in seen_before
-        and (p.get("status") or {}).get("phase") == "Running"
-    ]
-    return sorted(names) if len(names) == 2 else []
-
-
+@pytest.mark.usefixtures("runtimes")
 def test_a_trainjob_naming_only_its_runtime_is_admitted_within_the_quota_and_run_by_trainop(
     k8s: K8s, queues: Queues
 ) -> None:
@@ -177,6 +165,7 @@ def priorities(k8s: K8s) -> Iterator[dict[str, str]]:
         k8s.rest.delete(f"{path}/{name}")
 
 
+@pytest.mark.usefixtures("runtimes")
 def test_a_higher_priority_trainjob_preempts_a_lower_one_which_runs_again_after(
     k8s: K8s, queues: Queues, priorities: dict[str, str]
 ) -> None:
@@ -203,15 +192,14 @@ def test_a_higher_priority_trainjob_preempts_a_lower_one_which_runs_again_after(
 
     assert load.peak <= QUOTA_MILLICORES, f"CPU in use peaked at {load.peak}m: {load.peak_pods}"
     assert admissions.admitted() == ["low", "high"]  # low's second admission is no new entry
+
     # Kueue's view of low over time: admitted (its flavor in the patch), suspended with the
     # patch emptied, admitted again; trainop's pods followed each step.
-    phases: list[str] = []
-    for version in (v for v in versions if v["metadata"]["name"] == "low"):
-        suspended, flavor = version["spec"]["suspend"], admitted_flavor(version)
-        assert flavor == (None if suspended else queues.flavor), (suspended, flavor)
-        phase = "suspended" if suspended else "admitted"
-        if not phases or phases[-1] != phase:
-            phases.append(phase)
+    def patch(version: dict[str, Any], suspended: bool) -> None:
+        assert admitted_flavor(version) == (None if suspended else queues.flavor), suspended
+
+    lows = [v for v in versions if v["metadata"]["name"] == "low"]
+    phases = admission_phases(lows, lambda v: bool(v["spec"]["suspend"]), patch)
     assert phases == ["suspended", "admitted", "suspended", "admitted"]
     evicted = [v for v in versions if v["metadata"]["name"] == "low" and is_true(v, "Suspended")]
     assert evicted, "trainop never reported the preempted TrainJob Suspended"
