@@ -130,6 +130,19 @@ def test_a_bad_runtime_field_is_named(ml_policy: dict[str, Any], path: str, says
     assert path in found and says in found[path], found
 
 
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("torchtune-llama3.2-1b", True), ("site.torch", True), ("Torch_2", False), ("a..b", False)],
+)
+def test_a_runtime_may_have_any_object_name_as_trainers_do(name: str, valid: bool) -> None:
+    data = runtime(torch={})
+    data["metadata"]["name"] = name
+    if valid:
+        parse_v2(data)
+    else:
+        assert "not a valid DNS subdomain" in problems_of(data)["metadata.name"]
+
+
 def test_a_runtime_without_a_trainer_step_is_refused() -> None:
     data = runtime(torch={})
     data["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "trainer"

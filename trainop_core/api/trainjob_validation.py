@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,10 +82,28 @@ def parse_v2(data: Any) -> V2Object:
 
 def validate_v2(obj: V2Object) -> list[Problem]:
     """Trainer's admission rules for a TrainJob or a runtime (the model is already well-typed)."""
-    problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
     if isinstance(obj, v2.TrainJob):
+        problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
         return problems + trainjob_problems(obj.spec)
+    # A runtime names no pods: any object name goes (a DNS subdomain: torchtune-llama3.2-1b).
+    problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
+    problems = [p for p in problems if p.path != "metadata.name"] + _subdomain(obj.metadata.name)
     return problems + runtime_problems(obj.spec)
+
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _subdomain(name: str | None) -> list[Problem]:
+    if not name:
+        return [Problem("metadata.name", "required field is missing")]
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        message = (
+            f"{describe(name)} is not a valid DNS subdomain: lowercase letters, digits, '-' and "
+            "'.', each part starting and ending with a letter or digit, at most 253 characters"
+        )
+        return [Problem("metadata.name", message)]
+    return []
 
 
 def _api_version_problems(data: Mapping[str, Any]) -> list[Problem]:
