@@ -50,7 +50,10 @@ def runtimes(k8s: K8s) -> None:
 
 def trainjob(name: str, queue: str, *, cpu: int, priority: str = "") -> dict[str, Any]:
     """Two nodes of `cpu` millicores on torch-distributed, naming only the runtime's name."""
-    resources = {"requests": {"cpu": f"{cpu}m"}, "limits": {"cpu": f"{cpu}m"}}
+    # In Kubernetes' canonical form: Kueue writes the TrainJob back through Go's Quantity, and
+    # spec.trainer may not change ("1000m" would come back as "1").
+    quantity = f"{cpu // 1000}" if cpu % 1000 == 0 else f"{cpu}m"
+    resources = {"requests": {"cpu": quantity}, "limits": {"cpu": quantity}}
     job = make_trainjob(name, "torch-distributed", trainer={
         "numNodes": 2, "command": ["python", "-c", "pass"], "resourcesPerNode": resources,
     })  # fmt: skip
@@ -122,7 +125,7 @@ def test_a_trainjob_naming_only_its_runtime_is_admitted_within_the_quota_and_run
                     return str(found["message"])
             return ""
 
-        assert "insufficient quota" in wait_for(second_pending, timeout=60, interval=0.1)
+        assert "insufficient unused quota for cpu" in wait_for(second_pending, timeout=60)
         assert not [p for p in load.seen.values() if p["metadata"]["name"].startswith("second")]
         for pod in first_pods:
             k8s.kubelet.terminate(ns, pod, exit_code=0)
@@ -193,14 +196,20 @@ def test_a_higher_priority_trainjob_preempts_a_lower_one_which_runs_again_after(
     assert load.peak <= QUOTA_MILLICORES, f"CPU in use peaked at {load.peak}m: {load.peak_pods}"
     assert admissions.admitted() == ["low", "high"]  # low's second admission is no new entry
 
-    # Kueue's view of low over time: admitted (its flavor in the patch), suspended with the
-    # patch emptied, admitted again; trainop's pods followed each step.
+    # Kueue's view of low over time: admitted (its flavor in the patch), suspended (then, once
+    # trainop reported no active job, its patch emptied), admitted again; trainop's pods
+    # followed each step.
     def patch(version: dict[str, Any], suspended: bool) -> None:
-        assert admitted_flavor(version) == (None if suspended else queues.flavor), suspended
+        assert suspended or admitted_flavor(version) == queues.flavor
 
     lows = [v for v in versions if v["metadata"]["name"] == "low"]
     phases = admission_phases(lows, lambda v: bool(v["spec"]["suspend"]), patch)
     assert phases == ["suspended", "admitted", "suspended", "admitted"]
+    admitted = [i for i, v in enumerate(lows) if not v["spec"]["suspend"]]
+    restored = [v for v in lows[admitted[0] : admitted[-1]] if admitted_flavor(v) is None]
+    assert restored, "Kueue never emptied its patch of the preempted TrainJob"
+    assert all(v["spec"]["suspend"] for v in restored)
+    assert not any(s["active"] for s in restored[0]["status"]["jobsStatus"])
     evicted = [v for v in versions if v["metadata"]["name"] == "low" and is_true(v, "Suspended")]
     assert evicted, "trainop never reported the preempted TrainJob Suspended"
     assert all(not s["active"] for v in evicted for s in v["status"]["jobsStatus"])
