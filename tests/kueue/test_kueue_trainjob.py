@@ -50,10 +50,7 @@ def runtimes(k8s: K8s) -> None:
 
 def trainjob(name: str, queue: str, *, cpu: int, priority: str = "") -> dict[str, Any]:
     """Two nodes of `cpu` millicores on torch-distributed, naming only the runtime's name."""
-    # In Kubernetes' canonical form: Kueue writes the TrainJob back through Go's Quantity, and
-    # spec.trainer may not change ("1000m" would come back as "1").
-    quantity = f"{cpu // 1000}" if cpu % 1000 == 0 else f"{cpu}m"
-    resources = {"requests": {"cpu": quantity}, "limits": {"cpu": quantity}}
+    resources = {"requests": {"cpu": f"{cpu}m"}, "limits": {"cpu": f"{cpu}m"}}
     job = make_trainjob(name, "torch-distributed", trainer={
         "numNodes": 2, "command": ["python", "-c", "pass"], "resourcesPerNode": resources,
     })  # fmt: skip
