@@ -28,7 +28,7 @@ from trainop_core.kinds.mpi import (
 )
 from trainop_core.runtimes.policies.base import LAUNCHER, NODE, MLPolicy
 from trainop_core.runtimes.policies.table import builtin_policies
-from trainop_core.runtimes.status import status_from
+from trainop_core.runtimes.status import trainjob_status
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -47,16 +47,18 @@ class PlannedTrainJobSpec(JobSpec):
 class PlannedTrainJob(TrainingJob):
     kind: str = v2.TRAINJOB
     spec: PlannedTrainJobSpec
-    # The TrainJob it was planned from, as Trainer's API stores it (wire form, the CRDs'
-    # defaults applied; with the status the cluster holds where one does). What `trainop get
-    # -o yaml` prints; None for a job made from a planned manifest (Flyte, KFP).
+    # The TrainJob it was planned from: its `spec` as Trainer's API stores it (the CRDs'
+    # defaults applied); read from a cluster, the whole stored object (with `metadata`). What
+    # `trainop get -o yaml` prints; None for a job made from a planned manifest (Flyte, KFP).
     trainjob: dict[str, Any] | None = None
 
     def as_stored(self) -> dict[str, Any] | None:
-        """The TrainJob with this job's metadata and current `spec.suspend`, and its status:
-        the stored one where a cluster holds it, else Trainer's for the planner's."""
+        """The TrainJob as stored: the cluster's object where one was read, else its spec with
+        this job's metadata and `spec.suspend` and Trainer's status for the planner's."""
         if self.trainjob is None:
             return None
+        if "metadata" in self.trainjob:  # read from a cluster
+            return {key: self.trainjob[key] for key in _TOP if key in self.trainjob}
         spec = dict(self.trainjob.get("spec") or {})
         spec["suspend"] = bool(self.spec.run_policy.suspend)
         stored = {
@@ -65,10 +67,12 @@ class PlannedTrainJob(TrainingJob):
             "metadata": self.metadata.model_dump(by_alias=True, exclude_none=True, mode="json"),
             "spec": spec,
         }
-        status = self.trainjob.get("status")
-        if status is None and self.status is not None:
-            status = status_from(self.status).to_dict()
-        return stored | ({"status": status} if status is not None else {})
+        if self.status is not None:
+            stored["status"] = trainjob_status(self).to_dict()
+        return stored
+
+
+_TOP = ("apiVersion", "kind", "metadata", "spec", "status")
 
 
 def _spec(job: TrainingJob) -> PlannedTrainJobSpec:

@@ -63,7 +63,7 @@ def prepare_trainjob(
     assert isinstance(planned, PlannedTrainJob)  # reason: the TrainJob kind's model
     # Checked as kubeflow.org/v1 above; its pods and services are owned by the TrainJob itself.
     planned.api_version = v2.API_VERSION
-    planned.trainjob = {k: v for k, v in job.to_dict().items() if k != "status"}
+    planned.trainjob = {"spec": job.to_dict()["spec"]}  # its metadata is the planned job's
     return kind, planned
 
 
