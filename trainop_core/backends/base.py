@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from trainop_core.api.job import TrainingJob
-from trainop_core.api.types import format_time, utc_now
+from trainop_core.api.types import SERVER_SET, format_time, utc_now
 from trainop_core.kinds.base import Kind
 
 if TYPE_CHECKING:
@@ -148,11 +148,6 @@ class TrainJobStore(Protocol):
         of it, in `planned`'s namespace) as written, and return it as read back. Not idempotent:
         AlreadyExistsError if the name is taken. Does I/O."""
         ...
-
-
-# What the API server owns of an object it stores; a new one never keeps them from its client.
-SERVER_SET = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-              "deletionGracePeriodSeconds", "managedFields", "selfLink")  # fmt: skip
 
 
 def stamp_new(wire: dict[str, Any]) -> None:

@@ -47,24 +47,30 @@ class PlannedTrainJobSpec(JobSpec):
 class PlannedTrainJob(TrainingJob):
     kind: str = v2.TRAINJOB
     spec: PlannedTrainJobSpec
-    # The TrainJob it was planned from: its `spec` as Trainer's API stores it (the CRDs'
-    # defaults applied); read from a cluster, the whole stored object (with `metadata`). What
-    # `trainop get -o yaml` prints; None for a job made from a planned manifest (Flyte, KFP).
+    # The TrainJob it was planned from, as written with the CRDs' defaults (`prepare.as_written`),
+    # or, read from a cluster, as stored there (its metadata has a uid). What `trainop get -o
+    # yaml` prints; None for a job made from a planned manifest (Flyte, KFP).
     trainjob: dict[str, Any] | None = None
 
     def as_stored(self) -> dict[str, Any] | None:
-        """The TrainJob as stored: the cluster's object where one was read, else its spec with
-        this job's metadata and `spec.suspend` and Trainer's status for the planner's."""
+        """The TrainJob as stored: the cluster's object where one was read, else as written
+        with the identity this job's store gave it, its `spec.suspend` now and Trainer's
+        status for the job's."""
         if self.trainjob is None:
             return None
-        if "metadata" in self.trainjob:  # read from a cluster
+        written = self.trainjob.get("metadata") or {}
+        if "uid" in written:  # read from a cluster
             return {key: self.trainjob[key] for key in _TOP if key in self.trainjob}
+        given = self.metadata.model_dump(by_alias=True, exclude_none=True, mode="json")
+        identity = {
+            k: given[k] for k in ("name", "namespace", "uid", "creationTimestamp") if k in given
+        }
         spec = dict(self.trainjob.get("spec") or {})
         spec["suspend"] = bool(self.spec.run_policy.suspend)
         stored = {
             "apiVersion": v2.API_VERSION,
             "kind": v2.TRAINJOB,
-            "metadata": self.metadata.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            "metadata": written | identity,
             "spec": spec,
         }
         if self.status is not None:

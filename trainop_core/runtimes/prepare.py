@@ -15,6 +15,7 @@ from typing import Any
 from trainop_core.api import trainjob as v2
 from trainop_core.api.load import Document
 from trainop_core.api.trainjob_validation import parse_v2
+from trainop_core.api.types import SERVER_SET
 from trainop_core.errors import InvalidJobError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_core.runtimes.catalog import (
@@ -63,8 +64,18 @@ def prepare_trainjob(
     assert isinstance(planned, PlannedTrainJob)  # reason: the TrainJob kind's model
     # Checked as kubeflow.org/v1 above; its pods and services are owned by the TrainJob itself.
     planned.api_version = v2.API_VERSION
-    planned.trainjob = {"spec": job.to_dict()["spec"]}  # its metadata is the planned job's
+    planned.trainjob = as_written(job)
     return kind, planned
+
+
+def as_written(job: v2.TrainJob) -> dict[str, Any]:
+    """The TrainJob without status or server-set metadata (the CRDs' defaults in): what a
+    store that is not a cluster keeps of it beside the planned job."""
+    written = job.to_dict()
+    written.pop("status", None)
+    meta = written.get("metadata") or {}
+    written["metadata"] = {k: v for k, v in meta.items() if k not in SERVER_SET}
+    return written
 
 
 def runtime_problems(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> list[Problem]:

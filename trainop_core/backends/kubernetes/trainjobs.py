@@ -19,8 +19,7 @@ from typing import Any
 from trainop_core.api import trainjob as v2
 from trainop_core.api.load import Document, client_view
 from trainop_core.api.trainjob_validation import is_v2, parse_v2
-from trainop_core.api.types import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy
-from trainop_core.backends.base import SERVER_SET
+from trainop_core.api.types import SERVER_SET, JobStatus, ObjectMeta, ReplicaSpec, RunPolicy
 from trainop_core.backends.kubernetes.errors import ApiError, translate
 from trainop_core.errors import InvalidJobError
 from trainop_core.kinds.base import Kind
