@@ -289,3 +289,57 @@ def test_run_a_trainjob_with_a_runtime_from_a_named_directory_and_get_it_as_trai
     assert "trainjob.trainer.kubeflow.org/plain Complete after" in err
     assert main(["get", "plain"]) == 0
     assert "Complete" in capsys.readouterr().out
+
+
+def test_get_prints_a_trainjob_as_trainer_stores_it_and_the_output_runs_again(
+    env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    written = tmp_path / "tj.yaml"
+    written.write_text(
+        textwrap.dedent(
+            """\
+            apiVersion: trainer.kubeflow.org/v1alpha1
+            kind: TrainJob
+            metadata: {name: again}
+            spec:
+              runtimeRef: {name: torch-distributed}
+              trainer: {numNodes: 2, command: [python, -c, "print('trained')"]}
+            """
+        )
+    )
+    assert main(["run", str(written)]) == 0
+    capsys.readouterr()
+    assert main(["get", "again", "-o", "yaml"]) == 0
+    shown = capsys.readouterr().out
+    assert main(["get", "again", "-o", "json"]) == 0
+    stored = yaml.safe_load(shown)
+    assert json.loads(capsys.readouterr().out) == stored
+    assert (stored["apiVersion"], stored["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    assert stored["spec"] == {
+        "runtimeRef": {
+            "name": "torch-distributed",
+            "apiGroup": "trainer.kubeflow.org",
+            "kind": "ClusterTrainingRuntime",
+        },
+        "trainer": {"numNodes": 2, "command": ["python", "-c", "print('trained')"]},
+        "suspend": False,
+        "managedBy": "trainer.kubeflow.org/trainjob-controller",
+    }
+    assert [(c["type"], c["status"]) for c in stored["status"]["conditions"]] == [
+        ("Complete", "True")
+    ]
+    assert stored["status"]["jobsStatus"] == [
+        {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
+    ]
+    assert "replicaSpecs" not in shown and "runPolicy" not in shown and "Succeeded" not in shown
+    # Applied again (uid, timestamps and status in it): the same TrainJob runs once more.
+    assert main(["delete", "again"]) == 0
+    (tmp_path / "shown.yaml").write_text(shown)
+    assert main(["run", str(tmp_path / "shown.yaml")]) == 0
+    assert "trainjob.trainer.kubeflow.org/again Complete after" in capsys.readouterr().err
+    assert main(["get", "again", "-o", "yaml"]) == 0
+    again = yaml.safe_load(capsys.readouterr().out)
+    assert again["spec"] == stored["spec"]
+    assert again["metadata"]["uid"] != stored["metadata"]["uid"]  # a new job

@@ -102,30 +102,47 @@ def job_schema(kind: Kind) -> dict[str, Any]:
     return schema
 
 
-def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """A pydantic JSON-schema node as a structural schema node (recursive, refs inlined)."""
+def structural(
+    node: dict[str, Any], defs: dict[str, Any], *, defaults: bool = False
+) -> dict[str, Any]:
+    """A pydantic JSON-schema node as a structural schema node (recursive, refs inlined). A
+    field's own markers (next to a $ref or an Optional's anyOf) stay on the inlined node; with
+    `defaults`, a field's non-null default is kept (the API server then applies it)."""
+    marks = _marks(node, defaults)
     if "$ref" in node:
-        return structural(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        return structural(defs[node["$ref"].rsplit("/", 1)[-1]], defs, defaults=defaults) | marks
     if "anyOf" in node:
-        return _union(node, defs)
-    out = {key: value for key, value in node.items() if key not in _DROPPED}
+        return _union(node, defs, defaults) | marks
+    out = {key: value for key, value in node.items() if key not in _DROPPED} | marks
     out.pop("$defs", None)
     if "properties" in node:
-        out["properties"] = {k: structural(v, defs) for k, v in node["properties"].items()}
+        out["properties"] = {
+            k: structural(v, defs, defaults=defaults) for k, v in node["properties"].items()
+        }
     extra = node.get("additionalProperties")
     if isinstance(extra, dict):
-        out["additionalProperties"] = structural(extra, defs)
+        out["additionalProperties"] = structural(extra, defs, defaults=defaults)
     elif extra is True or (node.get("type") == "object" and "properties" not in node):
         out.update(_PRESERVE)  # free-form data: keep every field
     if "items" in node:
-        out["items"] = structural(node["items"], defs)
+        out["items"] = structural(node["items"], defs, defaults=defaults)
     return out
 
 
-def _union(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+def _marks(node: dict[str, Any], defaults: bool) -> dict[str, Any]:
+    """The keys of `node` itself that survive inlining (its default only if asked for)."""
+    if "$ref" not in node and "anyOf" not in node:
+        return {"default": node["default"]} if defaults and node.get("default") is not None else {}
+    kept = {k: v for k, v in node.items() if k not in (*_DROPPED, "$defs")}
+    if defaults and node.get("default") is not None:
+        kept["default"] = node["default"]
+    return kept
+
+
+def _union(node: dict[str, Any], defs: dict[str, Any], defaults: bool) -> dict[str, Any]:
     options = [o for o in node["anyOf"] if o.get("type") != "null"]
     if len(options) == 1:
-        return structural(options[0], defs)  # Optional[X]: absent means unset
+        return structural(options[0], defs, defaults=defaults)  # Optional[X]: absent means unset
     types = {o.get("type") for o in options}
     if types <= {"string", "integer", "number"}:
         return dict(_INT_OR_STRING)  # quantities: 2, 0.5 or "500m"
@@ -133,6 +150,12 @@ def _union(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the pod template, from the Kubernetes field table ------------------------------------------
+
+
+def kubernetes_schema(type_name: str) -> dict[str, Any]:
+    """The structural schema of a type of the Kubernetes field table, in its notation
+    ("V1EnvVar", "list[V1Toleration]", "dict(str, str)")."""
+    return _type_schema(type_name)
 
 
 def pod_template_schema() -> dict[str, Any]:

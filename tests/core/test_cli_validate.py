@@ -136,4 +136,26 @@ def test_crds_as_json_is_a_list_and_can_name_kinds(capsys: pytest.CaptureFixture
 
 def test_crds_of_an_unknown_kind_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert trainop(["crds", "FooJob"]) == 2
-    assert "FooJob" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "FooJob" in err and "TrainJob, TrainingRuntime, ClusterTrainingRuntime" in err
+
+
+def test_crds_prints_trainers_crds_by_kind_and_with_every_other_kind(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    trainer_dir = Path(__file__).resolve().parents[2] / "operator" / "trainer" / "crds"
+    shipped = {
+        (crd := yaml.safe_load(p.read_text()))["metadata"]["name"]: crd
+        for p in trainer_dir.glob("*.yaml")
+    }
+    assert trainop(["crds", "TrainJob", "trainingruntime", "ClusterTrainingRuntime"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["metadata"]["name"] for d in docs] == [
+        "trainjobs.trainer.kubeflow.org",
+        "trainingruntimes.trainer.kubeflow.org",
+        "clustertrainingruntimes.trainer.kubeflow.org",
+    ]
+    assert {d["metadata"]["name"]: d for d in docs} == shipped  # what operator/trainer holds
+    assert trainop(["crds", "-o", "json"]) == 0
+    names = [i["metadata"]["name"] for i in json.loads(capsys.readouterr().out)["items"]]
+    assert len(names) == 10 and names[-3:] == [d["metadata"]["name"] for d in docs]

@@ -48,7 +48,7 @@ BAD_TRAINJOBS = [
         "quantity",
     ),  # reason: one case per line reads best
     ("spec.managedBy", {"managedBy": "someone"}, "expected one of"),
-    ("spec.activeDeadlineSeconds", {"activeDeadlineSeconds": 0}, "at least 1"),
+    ("spec.activeDeadlineSeconds", {"activeDeadlineSeconds": 0}, "an integer >= 1"),
     ("spec.suspend", {"suspend": "yes"}, "true or false"),
     ("spec.trainer.cmd", {"trainer": {"cmd": ["x"]}}, "unknown field"),
     ("spec.initializer", {"initializer": {"dataset": {"storageUri": "hf://d"}}}, "not supported"),
@@ -128,6 +128,19 @@ def runtime(**ml_policy: Any) -> dict[str, Any]:
 def test_a_bad_runtime_field_is_named(ml_policy: dict[str, Any], path: str, says: str) -> None:
     found = problems_of(runtime(**ml_policy))
     assert path in found and says in found[path], found
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("torchtune-llama3.2-1b", True), ("site.torch", True), ("Torch_2", False), ("a..b", False)],
+)
+def test_a_runtime_may_have_any_object_name_as_trainers_do(name: str, valid: bool) -> None:
+    data = runtime(torch={})
+    data["metadata"]["name"] = name
+    if valid:
+        parse_v2(data)
+    else:
+        assert "not a valid DNS subdomain" in problems_of(data)["metadata.name"]
 
 
 def test_a_runtime_without_a_trainer_step_is_refused() -> None:
@@ -340,9 +353,12 @@ def finished_with(kind_of_end: str, message: str = "") -> Any:
     from trainop_core.api.types import ConditionStatus, ConditionType, JobCondition, JobStatus
 
     _, job = prepare_trainjob(Document(trainjob(), ""))
-    conditions = [JobCondition(type=ConditionType.RUNNING, status=ConditionStatus.TRUE)]
+    when = {"last_transition_time": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)}
+    conditions = [JobCondition(type=ConditionType.RUNNING, status=ConditionStatus.TRUE, **when)]
     conditions.append(
-        JobCondition(type=ConditionType(kind_of_end), status=ConditionStatus.TRUE, message=message)
+        JobCondition(
+            type=ConditionType(kind_of_end), status=ConditionStatus.TRUE, message=message, **when
+        )
     )
     job.status = JobStatus(conditions=conditions)
     return job
@@ -432,14 +448,19 @@ def test_pods_and_services_are_owned_by_the_trainjob() -> None:
         )
 
 
-def test_a_runtime_in_trainers_own_shape_runs_its_torch_process_count(tmp_path: Path) -> None:
-    data = runtime(torch={"numProcPerNode": "auto"})  # as Trainer's own torch-distributed says
+def test_a_runtime_in_trainers_earlier_shape_runs_its_torch_process_count(tmp_path: Path) -> None:
+    data = runtime(torch={"numProcPerNode": "auto"})  # as Trainer v2.0/v2.1's torch-distributed
     (tmp_path / "upstream.yaml").write_text(json.dumps(data))
-    _, job = prepare_trainjob(Document(trainjob(trainer={"numNodes": 2}), ""), tmp_path)
+    gpus = {"limits": {"nvidia.com/gpu": 2}}
+    written = trainjob(trainer={"numNodes": 2, "resourcesPerNode": gpus})
+    _, job = prepare_trainjob(Document(written, ""), tmp_path)
     kind = KIND
     job.metadata.uid = "uid-1"
     first = plan(job, kind, Observed(), T0, KubernetesAddressing(job, kind))
-    assert env_of(first.create_pods[1])["PET_NPROC_PER_NODE"] == "auto"
+    assert env_of(first.create_pods[1])["PET_NPROC_PER_NODE"] == "2"  # "auto": one per GPU
+    (tmp_path / "upstream.yaml").write_text(json.dumps(runtime(torch={"numProcPerNode": 4})))
+    _, job = prepare_trainjob(Document(trainjob(), ""), tmp_path)
+    assert job.spec.num_proc_per_node == 4  # the runtime's count
     mine = trainjob(trainer={"numProcPerNode": 3})
     _, job = prepare_trainjob(Document(mine, ""), tmp_path)
     assert job.spec.num_proc_per_node == 3  # the TrainJob's count wins

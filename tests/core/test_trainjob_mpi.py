@@ -71,7 +71,8 @@ def env_of(pod: dict[str, Any]) -> dict[str, str]:
 BAD_MPI = [
     ({"numProcPerNode": 0}, "spec.mlPolicy.mpi.numProcPerNode", "at least 1"),
     ({"mpiImplementation": "LAM"}, "spec.mlPolicy.mpi.mpiImplementation", "expected one of"),
-    ({"mpiImplementation": "MPICH"}, "spec.mlPolicy.mpi.mpiImplementation", "only OpenMPI"),
+    # Trainer v2.3's enum is OpenMPI (or "" for it): Intel and MPICH are refused.
+    ({"mpiImplementation": "MPICH"}, "spec.mlPolicy.mpi.mpiImplementation", "one of OpenMPI"),
 ]
 
 

@@ -64,7 +64,12 @@ def test_a_trainjob_is_created_as_written_run_followed_waited_for_and_deleted(
     assert (created.kind, created.key) == ("TrainJob", f"{trainer.namespace}/tj")
     on_server = stored(trainer, "tj")
     assert on_server["apiVersion"] == "trainer.kubeflow.org/v1alpha1"
-    assert on_server["spec"] == written["spec"]  # as written: no replica specs, no defaults
+    # As written (no replica specs), with the defaults of Trainer's CRDs the API server applies.
+    defaults = {"suspend": False, "managedBy": "trainer.kubeflow.org/trainjob-controller"}
+    runtime_ref = {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"}
+    expected = written["spec"] | defaults
+    expected["runtimeRef"] = written["spec"]["runtimeRef"] | runtime_ref
+    assert on_server["spec"] == expected
     assert [(j.kind, j.name) for j in client.list(trainer.namespace)] == [("TrainJob", "tj")]
     followed = list(client.logs("tj", follow=True))  # returns once the job has finished
     assert sorted(x.replica for x in followed if x.text == "epoch 2") == ["node-0", "node-1"]
@@ -108,6 +113,19 @@ def test_a_runtime_the_cluster_lacks_is_refused_naming_the_field_and_nothing_is_
     local_only.mkdir()
     with pytest.raises(InvalidJobError, match="runtimes"):
         client.create(trainjob("tj"), runtimes=local_only)
+    listed = trainer.rest.get(f"{TRAINER}/namespaces/{trainer.namespace}/trainjobs")
+    assert listed["items"] == []
+
+
+def test_env_the_runtimes_policy_sets_is_refused_naming_the_entry_and_nothing_is_created(
+    trainer: K8s, client: TrainingClient
+) -> None:
+    env = [{"name": "OK", "value": "1"}, {"name": "PET_NNODES", "value": "4"}]
+    with pytest.raises(InvalidJobError) as refused:
+        client.create(trainjob("tj", trainer={"env": env}))
+    [problem] = refused.value.problems
+    assert problem.path == "spec.trainer.env[1].name"
+    assert "must not have reserved envs" in problem.message
     listed = trainer.rest.get(f"{TRAINER}/namespaces/{trainer.namespace}/trainjobs")
     assert listed["items"] == []
 
@@ -215,3 +233,47 @@ def test_trainop_run_follows_a_trainjob_on_the_cluster_to_complete_and_removes_i
     ]
     listed = trainer.rest.get(f"{TRAINER}/namespaces/{trainer.namespace}/trainjobs")
     assert listed["items"] == []  # --rm
+
+
+def test_trainop_get_prints_the_trainjob_as_stored_and_the_output_applies_again(
+    trainer: K8s, operator: Manager, kubeconfig: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import json
+    import subprocess
+
+    trainer.kubelet.rules[:] = [Rule(run_seconds=0.2)]
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    path = tmp_path / "tj.yaml"
+    path.write_text(yaml.safe_dump(trainjob("tj", trainer={"numNodes": 2})))
+    assert main(["run", str(path), "--backend", "kubernetes", "--timeout", "60"]) == 0
+    capsys.readouterr()
+    assert main(["get", "tj", "-o", "yaml", "--backend", "kubernetes"]) == 0
+    shown = capsys.readouterr().out
+    assert main(["get", "tj", "-o", "json", "--backend", "kubernetes"]) == 0
+    printed = yaml.safe_load(shown)
+    assert json.loads(capsys.readouterr().out) == printed
+    on_server = stored(trainer, "tj")
+    on_server["metadata"].pop("managedFields")  # as kubectl shows it
+    assert printed == on_server  # as stored: runtimeRef, trainer, Trainer's status
+    assert printed["spec"]["runtimeRef"]["kind"] == "ClusterTrainingRuntime"
+    assert [c["type"] for c in printed["status"]["conditions"]] == ["Complete"]
+    assert printed["status"]["jobsStatus"][0]["succeeded"] == 1
+    assert "replicaSpecs" not in shown and "runPolicy:" not in shown
+    # Applied again as it is (resourceVersion, uid and status in it): nothing changes.
+    out = tmp_path / "shown.yaml"
+    out.write_text(shown)
+    applied = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--server-side", "-f", str(out)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr
+    assert stored(trainer, "tj")["metadata"]["generation"] == printed["metadata"]["generation"]
+    # ... and after the job is gone, it is submitted again as a new TrainJob that runs.
+    assert main(["delete", "tj", "--backend", "kubernetes"]) == 0
+    listing = f"{TRAINER}/namespaces/{trainer.namespace}/trainjobs"
+    wait_for(lambda: trainer.rest.get(listing)["items"] == [], 30)
+    assert main(["run", str(out), "--backend", "kubernetes", "--timeout", "60"]) == 0
+    again = stored(trainer, "tj")
+    assert again["metadata"]["uid"] != printed["metadata"]["uid"]
+    assert again["spec"] == printed["spec"]

@@ -3,8 +3,10 @@
 This directory gets its own control plane (the ``control_plane`` fixture is overridden here, one
 per test module): Kueue's CRDs are served before kube-controller-manager starts (its garbage
 collector then knows Workloads at once), and Kueue's webhooks and controllers never see the jobs
-of the other suites. Kueue is built on first use (minutes, once per machine; see
-:mod:`trainop_core.testing.kueue`), so only a run that selects these tests pays for it.
+of the other suites. Kueue runs its Kubeflow v1 integrations and its TrainJob one, whose CRDs
+(trainop's Trainer v2 CRDs) are served before it starts. Kueue is built on first use (minutes,
+once per machine; see :mod:`trainop_core.testing.kueue`), so only a run that selects these tests
+pays for it.
 
 Fixtures: ``kueue`` (the running :class:`Kueue`), ``queues`` (a fresh ResourceFlavor,
 ClusterQueue and LocalQueue for one test, see :class:`Queues`), plus the usual ``k8s`` ones.
@@ -20,12 +22,15 @@ from pathlib import Path
 
 import pytest
 from k8s import K8s
+from kueuekit import Queues
 
 from trainop_core.crds import all_crds
 from trainop_core.kinds.table import build_registry
+from trainop_core.runtimes.crds import trainer_crds
 from trainop_core.testing.binaries import BinaryBuildError, kubernetes_binaries
+from trainop_core.testing.builders import wait_for
 from trainop_core.testing.controlplane import ControlPlane, ControlPlaneError
-from trainop_core.testing.kueue import Kueue, kueue_binary, kueue_crds
+from trainop_core.testing.kueue import FRAMEWORKS, TRAINJOB, Kueue, kueue_binary, kueue_crds
 
 
 @dataclass
@@ -53,12 +58,13 @@ def kueue_plane(kueue_binary_path: Path) -> Iterator[KueuePlane]:
     try:
         cp = ControlPlane(
             binaries=kubernetes_binaries(build=False),
-            crds=all_crds(registry.kinds) + kueue_crds(),
+            crds=all_crds(registry.kinds) + kueue_crds() + trainer_crds(),
         ).start()
     except (BinaryBuildError, ControlPlaneError) as exc:
         pytest.fail(f"the real Kubernetes control plane did not start:\n{exc}", pytrace=False)
     try:
-        kueue = Kueue(cp, binary=kueue_binary_path).start()
+        frameworks = (*FRAMEWORKS, TRAINJOB)
+        kueue = Kueue(cp, binary=kueue_binary_path, frameworks=frameworks).start()
     except BaseException:
         cp.stop()
         raise
@@ -78,3 +84,12 @@ def kueue(kueue_plane: KueuePlane, k8s: K8s) -> Kueue:
     """The running Kueue, its job webhooks enabled for this test's namespace."""
     kueue_plane.kueue.serve_namespace(k8s.namespace)
     return kueue_plane.kueue
+
+
+@pytest.fixture
+def queues(k8s: K8s, kueue: Kueue) -> Iterator[Queues]:
+    """A 2-CPU ClusterQueue (StrictFIFO, lower priorities preemptible) and LocalQueue `team`."""
+    made = Queues(k8s.rest, k8s.namespace, cpu="2").create()
+    wait_for(made.active, timeout=60, interval=0.1)
+    yield made
+    made.delete()

@@ -143,6 +143,38 @@ class Queues:
         }
 
 
+def list_workloads(rest: Rest, namespace: str) -> list[Obj]:
+    return list(rest.get(f"{API}/namespaces/{namespace}/workloads")["items"])
+
+
+def running_pods(load: PodLoad, prefix: str, skip: set[str], count: int = 2) -> list[str]:
+    """The names of the `count` running pods named `prefix`... whose uid is not in `skip`
+    (e.g. a job's pods again after preemption), sorted; [] until there are that many."""
+    names = [
+        p["metadata"]["name"]
+        for uid, p in list(load.pods.items())
+        if p["metadata"]["name"].startswith(prefix)
+        and uid not in skip
+        and (p.get("status") or {}).get("phase") == "Running"
+    ]
+    return sorted(names) if len(names) == count else []
+
+
+def admission_phases(
+    versions: list[Obj], suspended: Callable[[Obj], bool], check: Callable[[Obj, bool], None]
+) -> list[str]:
+    """A job's admission history from its versions as seen: "suspended"/"admitted" each time it
+    changes. `check(version, suspended)` asserts what else must hold in each version."""
+    phases: list[str] = []
+    for version in versions:
+        held = suspended(version)
+        check(version, held)
+        phase = "suspended" if held else "admitted"
+        if not phases or phases[-1] != phase:
+            phases.append(phase)
+    return phases
+
+
 def millicores(quantity: str) -> int:
     if quantity.endswith("m"):
         return int(quantity[:-1])

@@ -26,11 +26,14 @@ from kueuekit import (
     Admissions,
     PodLoad,
     Queues,
+    admission_phases,
     condition,
     is_true,
     job,
     job_path,
+    list_workloads,
     owner_name,
+    running_pods,
     watching,
 )
 
@@ -45,17 +48,8 @@ QUOTA_MILLICORES = 2000
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def queues(k8s: K8s, kueue: Kueue) -> Iterator[Queues]:
-    """A 2-CPU ClusterQueue (StrictFIFO, lower priorities preemptible) and LocalQueue `team`."""
-    made = Queues(k8s.rest, k8s.namespace, cpu="2").create()
-    wait_for(made.active, timeout=60, interval=0.1)
-    yield made
-    made.delete()
-
-
 def workloads(k8s: K8s) -> list[dict]:
-    return list(k8s.rest.get(f"{API}/namespaces/{k8s.namespace}/workloads")["items"])
+    return list_workloads(k8s.rest, k8s.namespace)
 
 
 def create(k8s: K8s, kind: str, body: dict) -> dict:
@@ -172,33 +166,24 @@ def test_a_higher_priority_job_preempts_a_lower_one_suspended_restored_readmitte
         create(k8s, "PyTorchJob", high)
         wait_for(lambda: succeeded(k8s, "PyTorchJob", "high"), timeout=60, interval=0.1)
 
-        def low_pods_again() -> list[str]:
-            names = [
-                p["metadata"]["name"]
-                for uid, p in list(load.pods.items())
-                if p["metadata"]["name"].startswith("low-")
-                and uid not in first_pods
-                and (p.get("status") or {}).get("phase") == "Running"
-            ]
-            return names if len(names) == 2 else []
-
-        for pod in sorted(wait_for(low_pods_again, timeout=60, interval=0.05), reverse=True):
+        again = wait_for(lambda: running_pods(load, "low-", first_pods), timeout=60, interval=0.05)
+        for pod in sorted(again, reverse=True):
             k8s.kubelet.terminate(ns, pod, exit_code=0)  # worker first, then master
         wait_for(lambda: succeeded(k8s, "PyTorchJob", "low"), timeout=60, interval=0.1)
 
     assert load.peak <= QUOTA_MILLICORES, f"CPU in use peaked at {load.peak}m: {load.peak_pods}"
     assert admissions.admitted() == ["low", "high"]  # low's second admission is not a new entry
     lows = [v for v in versions if v["metadata"]["name"] == "low"]
+
     # Kueue's view of low over time: admitted (flavor in the templates), suspended with its
     # templates restored, admitted again; trainop's pods followed each step.
-    phases: list[str] = []
-    for version in lows:
-        suspended = version["spec"]["runPolicy"].get("suspend")
+    def templates(version: dict, suspended: bool) -> None:
         flavors = {flavor_of(version, r) for r in ("Master", "Worker")}
-        phase = "suspended" if suspended else "admitted"
-        assert flavors == ({None} if suspended else {queues.flavor}), (phase, flavors)
-        if not phases or phases[-1] != phase:
-            phases.append(phase)
+        assert flavors == ({None} if suspended else {queues.flavor}), (suspended, flavors)
+
+    phases = admission_phases(
+        lows, lambda v: bool(v["spec"]["runPolicy"].get("suspend")), templates
+    )
     assert phases == ["suspended", "admitted", "suspended", "admitted"]
     evicted = [v for v in lows if is_true(v, "Suspended") and v["status"].get("startTime")]
     assert evicted, "trainop never reported the preempted job Suspended"

@@ -82,3 +82,26 @@ def test_the_kubeflow_sdk_lists_trains_waits_reads_logs_and_deletes(
         ),
         what="TrainJob deleted",
     )
+
+
+@pytest.mark.usefixtures("trainer_cluster")
+def test_a_custom_trainer_asking_for_gpus_starts_a_process_per_gpu_as_under_trainer(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    # The SDK's CustomTrainer never sets numProcPerNode: Trainer's "auto" decides it.
+    run_operator(enable_schemes=("TrainJob",)).wait_started()
+    cluster.rule("*", run_seconds=0.2)
+    sdk = TrainerClient(
+        backend_config=KubernetesBackendConfig(
+            namespace=cluster.namespace, config_file=str(cluster.kubeconfig)
+        )
+    )
+    torch = sdk.get_runtime("torch-distributed")
+    trainer = CustomTrainer(func=train, num_nodes=1, resources_per_node={"gpu": 2, "cpu": 8})
+    name = sdk.train(runtime=torch, trainer=trainer)
+    assert sdk.wait_for_job_status(name, timeout=90, polling_interval=1).status == "Complete"
+    pod = cluster.core.read_namespaced_pod(f"{name}-node-0", cluster.namespace)
+    (node,) = pod.spec.containers
+    assert node.resources.limits["nvidia.com/gpu"] == "2"
+    assert {e.name: e.value for e in node.env or []}["PET_NPROC_PER_NODE"] == "2"
+    sdk.delete_job(name)

@@ -143,3 +143,80 @@ def test_an_invalid_trainjob_fails_once_naming_the_field(
     failed = wait_for(lambda: condition(cluster, "tj", "Failed"), 60, "TrainJob Failed")
     assert "spec.trainer.numNodes: must be at least 1" in failed["message"]
     assert cluster.pods("tj") == []
+
+
+def test_a_trainjob_setting_env_its_policy_reserves_fails_naming_the_entry(
+    trainer_cluster: Cluster, run_operator: Start
+) -> None:
+    cluster = trainer_cluster
+    run_operator(enable_schemes=("TrainJob",)).wait_started()
+    env = [{"name": "JAX_NUM_PROCESSES", "value": "8"}]
+    create_trainjob(cluster, "tj", "jax-distributed", trainer={"env": env})
+    failed = wait_for(lambda: condition(cluster, "tj", "Failed"), 60, "TrainJob Failed")
+    assert "spec.trainer.env[0].name: must not have reserved envs" in failed["message"]
+    assert cluster.pods("tj") == []
+
+
+# --- the CRDs: defaults and constraints as Trainer v2.3's (tests/core/test_trainer_crd_facts.py)
+
+
+def test_a_trainjob_naming_only_its_runtime_comes_back_with_trainers_defaults(
+    trainer_cluster: Cluster,
+) -> None:
+    # As Trainer's docs write it: the API server fills in what Kueue's webhook and Trainer read.
+    create_trainjob(trainer_cluster, "bare", "torch-distributed")
+    spec = trainjob(trainer_cluster, "bare")["spec"]
+    assert spec["runtimeRef"] == {
+        "name": "torch-distributed",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+    }
+    assert spec["suspend"] is False
+    assert spec["managedBy"] == "trainer.kubeflow.org/trainjob-controller"
+
+
+def test_a_runtime_comes_back_with_trainers_and_jobsets_defaults(trainer_cluster: Cluster) -> None:
+    stored = trainer_cluster.custom.get_cluster_custom_object(
+        *TRAINER, "clustertrainingruntimes", "mpi-distributed"
+    )
+    assert stored["spec"]["mlPolicy"]["mpi"] == {
+        "numProcPerNode": 1,
+        "mpiImplementation": "OpenMPI",
+        "sshAuthMountPath": "/root/.ssh",
+        "runLauncherAsNode": False,
+    }
+    for job in stored["spec"]["template"]["spec"]["replicatedJobs"]:
+        assert (job["replicas"], job["groupName"]) == (1, "default"), job["name"]
+
+
+REFUSED = [
+    ({"trainer": {"image": "x" * 501}}, "spec.trainer.image", "more than 500"),
+    ({"managedBy": "someone/else"}, "spec.managedBy", "ManagedBy must be"),
+    ({"runtimePatches": [{"manager": ""}]}, "spec.runtimePatches[0].manager", "at least 1"),
+    ({"activeDeadlineSeconds": 0}, "spec.activeDeadlineSeconds", "greater than or equal to 1"),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "says"), REFUSED, ids=[f"{field} is refused" for _, field, _ in REFUSED]
+)
+def test_the_api_server_refuses_what_trainers_crd_refuses(
+    trainer_cluster: Cluster, spec: dict[str, Any], field: str, says: str
+) -> None:
+    with pytest.raises(ApiException) as refused:
+        create_trainjob(trainer_cluster, "bad", "torch-distributed", **spec)
+    assert refused.value.status == 422
+    assert field in refused.value.body and says in refused.value.body, refused.value.body
+
+
+def test_a_trainjobs_trainer_and_runtime_ref_cannot_change_but_suspend_can(
+    trainer_cluster: Cluster,
+) -> None:
+    create_trainjob(trainer_cluster, "tj", "torch-distributed", trainer={"numNodes": 1})
+    patch = trainer_cluster.custom.patch_namespaced_custom_object
+    for change in ({"trainer": {"numNodes": 2}}, {"runtimeRef": {"name": "jax-distributed"}}):
+        with pytest.raises(ApiException) as refused:
+            patch(*TRAINER, trainer_cluster.namespace, "trainjobs", "tj", {"spec": change})
+        assert "field is immutable" in refused.value.body, change
+    patch(*TRAINER, trainer_cluster.namespace, "trainjobs", "tj", {"spec": {"suspend": True}})
+    assert trainjob(trainer_cluster, "tj")["spec"]["suspend"] is True

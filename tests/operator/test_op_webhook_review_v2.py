@@ -132,6 +132,23 @@ def test_an_object_that_is_no_mapping_is_refused(registry: KindRegistry) -> None
     assert answer["allowed"] is False and causes(answer)[0][0] == ""
 
 
+def test_env_the_runtimes_policy_reserves_is_refused_once_the_runtime_is_known(
+    registry: KindRegistry,
+) -> None:
+    from trainop_core.runtimes.catalog import default_catalog
+
+    job = trainjob(trainer={"env": [{"name": "DMLC_TASK_ID", "value": "0"}]})
+    job["spec"]["runtimeRef"]["name"] = "xgboost-distributed"
+    answer = validate_v2(review(job), registry, default_catalog())["response"]
+    assert answer["allowed"] is False
+    [(field, message)] = causes(answer)
+    assert field == "spec.trainer.env[0].name" and "must not have reserved envs" in message
+    # Before the operator's caches hold the runtime, only what the TrainJob says alone counts.
+    assert validate_v2(review(job), registry)["response"]["allowed"] is True
+    job["spec"]["runtimeRef"]["name"] = "applied-later"
+    assert validate_v2(review(job), registry, default_catalog())["response"]["allowed"] is True
+
+
 # --- the server: these paths only with TrainJob enabled ------------------------------------------
 @pytest.fixture
 def ca_file(tmp_path: Path) -> Iterator[tuple[Path, Any]]:

@@ -308,11 +308,19 @@ def test_kubectl_apply_of_an_invalid_trainjob_is_refused_and_a_valid_one_admitte
     cluster: Cluster, run_operator: Start
 ) -> None:
     """`--enable-scheme TrainJob`: the shipped TrainJob webhook refuses a TrainJob with a bad
-    runtimeRef and trainer, every field named; a TrainJob whose runtime does not exist yet is
-    admitted (the reconciler waits for it), and its managedBy cannot change afterwards."""
+    runtimeRef and trainer, every field named, and env its runtime's ML policy sets; a TrainJob
+    whose runtime does not exist yet is admitted (the reconciler waits for it), and its
+    managedBy cannot change afterwards."""
+    from trainop_core.runtimes.catalog import DEFAULTS_DIR
     from trainop_core.runtimes.crds import trainer_crds
 
     cluster.control_plane.install_crds(trainer_crds())
+    runtimes = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
+    xgboost = yaml.safe_load((DEFAULTS_DIR / "xgboost-distributed.yaml").read_text())
+    try:
+        cluster.rest.create(runtimes, xgboost)
+    except RestError as err:
+        assert err.status == 409  # an earlier test applied it
     port = free_port()
     with registered(cluster.control_plane, cluster.namespace, port) as names:
         options = webhook_options(cluster, names, port)
@@ -342,9 +350,19 @@ def test_kubectl_apply_of_an_invalid_trainjob_is_refused_and_a_valid_one_admitte
         done = apply(cluster, good)
         assert done.returncode == 0, done.stderr
         assert cluster.rest.get(f"{trainjobs}/good")["spec"]["trainer"] == {"numNodes": 2}
+        reserved = copy.deepcopy(good)
+        reserved["metadata"]["name"] = "reserved"
+        reserved["spec"] = {
+            "runtimeRef": {"name": "xgboost-distributed"},
+            "trainer": {"env": [{"name": "DMLC_NUM_WORKER", "value": "8"}]},
+        }
+        done = apply(cluster, reserved)
+        assert done.returncode != 0
+        assert "spec.trainer.env[0].name: must not have reserved envs" in done.stderr, done.stderr
         patch = {"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}
         done = kubectl(
             cluster, "patch", "trainjob", "good", "--type=merge", "-p", json.dumps(patch)
         )
         assert done.returncode != 0
-        assert "spec.managedBy: field is immutable" in done.stderr
+        # The CRD's own rule (Trainer's) refuses it before the webhook is asked.
+        assert "spec.managedBy" in done.stderr and "field is immutable" in done.stderr

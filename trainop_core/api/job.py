@@ -47,3 +47,8 @@ class TrainingJob(NamedByMetadata, ApiModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def as_stored(self) -> dict[str, Any] | None:
+        """The object its user wrote, as its API stores it, where that is not this model (a
+        TrainJob's: `runtimes.kind.PlannedTrainJob`); None for a kubeflow.org/v1 job."""
+        return None

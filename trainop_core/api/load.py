@@ -319,6 +319,8 @@ def _message(errors: list[Any]) -> str:
     if first["type"] == "extra_forbidden":
         key = str(first["loc"][-1])
         return f'unknown field (did you mean "{to_camel(key)}"?)' if "_" in key else "unknown field"
+    if first["type"] in _BOUNDS:
+        return str(_BOUNDS[first["type"]](first.get("ctx") or {}, first.get("input")))
     expected = list(dict.fromkeys(_expected(e) for e in errors))
     if "a number" in expected and "an integer" in expected:
         expected.remove("an integer")  # every integer is a number
@@ -341,9 +343,27 @@ _EXPECTED = {
 }
 
 
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, str | list | dict) else 0
+
+
+# Bounds a model sets on a field (maxLength, maxItems, pattern: the CRD's own), worded as rules.
+_BOUNDS: dict[str, Any] = {
+    "string_too_long": lambda c, v: f"must be at most {c['max_length']} characters, got {_size(v)}",
+    "string_too_short": lambda c, v: (
+        "must not be empty"
+        if c["min_length"] == 1
+        else f"must be at least {c['min_length']} characters, got {_size(v)}"
+    ),
+    "too_long": lambda c, v: f"must have at most {c['max_length']} items, got {_size(v)}",
+    "too_short": lambda c, v: f"must have at least {c['min_length']} items, got {_size(v)}",
+    "string_pattern_mismatch": lambda c, v: f"must match {c['pattern']}, got {describe(v)}",
+}
+
+
 def _expected(error: Any) -> str:
     kind, ctx = error["type"], error.get("ctx") or {}
-    if kind == "enum":
+    if kind in ("enum", "literal_error"):
         values = str(ctx.get("expected", "")).replace("' or '", "', '").split("', '")
         return "one of " + ", ".join(v.strip("'") or '""' for v in values)
     if kind == "greater_than_equal":
@@ -390,8 +410,9 @@ def job_label(data: Mapping[str, Any]) -> str:
 
 
 def to_wire(job: TrainingJob) -> dict[str, Any]:
-    """The job as a user would write it: apiVersion, kind, metadata, spec (and status if any)."""
-    data = job.to_dict()
+    """The job as a user would write it: apiVersion, kind, metadata, spec (and status if any);
+    a TrainJob as Trainer's API stores it (`as_stored`), so that it can be applied again."""
+    data = job.as_stored() or job.to_dict()
     data.setdefault("apiVersion", API_VERSION)
     if data.get("spec", {}).get("runPolicy") == {}:
         del data["spec"]["runPolicy"]  # the model's default, not something the user wrote

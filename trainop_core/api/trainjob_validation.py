@@ -7,7 +7,9 @@ checked against the Kubernetes field table (`api.podtemplate`).
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,10 +82,28 @@ def parse_v2(data: Any) -> V2Object:
 
 def validate_v2(obj: V2Object) -> list[Problem]:
     """Trainer's admission rules for a TrainJob or a runtime (the model is already well-typed)."""
-    problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
     if isinstance(obj, v2.TrainJob):
+        problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
         return problems + trainjob_problems(obj.spec)
+    # A runtime names no pods: any object name goes (a DNS subdomain: torchtune-llama3.2-1b).
+    problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
+    problems = [p for p in problems if p.path != "metadata.name"] + _subdomain(obj.metadata.name)
     return problems + runtime_problems(obj.spec)
+
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _subdomain(name: str | None) -> list[Problem]:
+    if not name:
+        return [Problem("metadata.name", "required field is missing")]
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        message = (
+            f"{describe(name)} is not a valid DNS subdomain: lowercase letters, digits, '-' and "
+            "'.', each part starting and ending with a letter or digit, at most 253 characters"
+        )
+        return [Problem("metadata.name", message)]
+    return []
 
 
 def _api_version_problems(data: Mapping[str, Any]) -> list[Problem]:
@@ -96,11 +116,43 @@ def _api_version_problems(data: Mapping[str, Any]) -> list[Problem]:
 def _strict(
     model: type[V2Object], data: Mapping[str, Any]
 ) -> tuple[V2Object | None, list[Problem]]:
-    # As for the v1 kinds: strict JSON validation is the API server's typing ("3" is no integer).
+    """The model and the problems of its typing and bounds. As for the v1 kinds, strict JSON
+    validation is the API server's typing ("3" is no integer). With fields out of bounds, the
+    model of the rest (those fields left out), so that Trainer's rules still find every other
+    problem; None if even that is not a model."""
     try:
         return model.model_validate_json(json.dumps(data, default=str), strict=True), []
     except ValidationError as err:
-        return None, translate(err, data)
+        problems = translate(err, data)
+        rest = _without(data, [error["loc"] for error in err.errors()])
+    try:
+        return model.model_validate_json(json.dumps(rest, default=str), strict=True), problems
+    except ValidationError:
+        return None, problems
+
+
+def _without(data: Mapping[str, Any], locations: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """A copy of `data` without the field each location ends in (a list with all of it)."""
+    rest = copy.deepcopy(dict(data))
+    for location in locations:
+        parents: list[tuple[Any, Any]] = []
+        node: Any = rest
+        for step in location:
+            if _has(node, step):
+                parents.append((node, step))
+                node = node[step]
+        while parents and isinstance(parents[-1][0], list):
+            parents.pop()  # an item: leave out the whole list, indices stay true
+        if parents:
+            holder, key = parents[-1]
+            holder.pop(key, None)
+    return rest
+
+
+def _has(node: Any, step: Any) -> bool:
+    if isinstance(node, list):
+        return isinstance(step, int) and 0 <= step < len(node)
+    return isinstance(node, dict) and step in node
 
 
 # --- TrainJob ------------------------------------------------------------------------------------
@@ -115,7 +167,6 @@ def trainjob_problems(spec: v2.TrainJobSpec) -> list[Problem]:
                 "spec.managedBy", f"expected one of {expected}, got {describe(spec.managed_by)}"
             )
         )
-    problems += _positive("spec.activeDeadlineSeconds", spec.active_deadline_seconds)
     if spec.trainer is not None:
         problems += _trainer_problems(spec.trainer)
     if spec.initializer is not None and (spec.initializer.dataset or spec.initializer.model):
@@ -133,12 +184,10 @@ def trainjob_problems(spec: v2.TrainJobSpec) -> list[Problem]:
 
 def _runtime_ref_problems(ref: v2.RuntimeRef) -> list[Problem]:
     problems = []
-    if not ref.name:
-        problems.append(Problem("spec.runtimeRef.name", "required field is missing"))
-    if ref.api_group not in (None, v2.GROUP):
+    if ref.api_group != v2.GROUP:
         message = f'expected "{v2.GROUP}", got {describe(ref.api_group)}'
         problems.append(Problem("spec.runtimeRef.apiGroup", message))
-    if ref.kind not in (None, *v2.RUNTIME_KINDS):
+    if ref.kind not in v2.RUNTIME_KINDS:
         message = f"expected one of {', '.join(v2.RUNTIME_KINDS)}, got {describe(ref.kind)}"
         problems.append(Problem("spec.runtimeRef.kind", message))
     return problems
@@ -162,8 +211,6 @@ def _positive(path: str, value: int | None) -> list[Problem]:
 
 
 def _patch_problems(patch: v2.RuntimePatch, path: str) -> list[Problem]:
-    if not patch.manager:
-        return [Problem(f"{path}.manager", "required field is missing")]
     spec = patch.training_runtime_spec
     if spec is None:
         return []
@@ -284,22 +331,9 @@ def _policy_problems(policy: v2.MLPolicy | None) -> list[Problem]:
     return problems
 
 
-_MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")  # Trainer's enum
-
-
 def _mpi_policy_problems(mpi: v2.MPIPolicy) -> list[Problem]:
-    path = "spec.mlPolicy.mpi"
-    problems = _positive(f"{path}.numProcPerNode", mpi.num_proc_per_node)
-    implementation = mpi.mpi_implementation
-    if implementation is not None and implementation not in _MPI_IMPLEMENTATIONS:
-        message = (
-            f"expected one of {', '.join(_MPI_IMPLEMENTATIONS)}, got {describe(implementation)}"
-        )
-        problems.append(Problem(f"{path}.mpiImplementation", message))
-    elif implementation not in (None, "OpenMPI"):
-        message = f"{implementation} is not supported (as in Trainer v2.3, only OpenMPI is)"
-        problems.append(Problem(f"{path}.mpiImplementation", message))
-    return problems
+    # mpiImplementation is Trainer v2.3's enum (OpenMPI, or "" for it) in the model itself.
+    return _positive("spec.mlPolicy.mpi.numProcPerNode", mpi.num_proc_per_node)
 
 
 def _mpi_steps_problems(jobs: list[v2.ReplicatedJob], path: str) -> list[Problem]:

@@ -177,6 +177,11 @@ class ObjectMeta(ApiModel):
     self_link: str | None = None
 
 
+# What the API server owns of an object's metadata; a new object never keeps them from its client.
+SERVER_SET = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+              "deletionGracePeriodSeconds", "managedFields", "selfLink")  # fmt: skip
+
+
 class NamedByMetadata:
     """`name` and `namespace` of a Kubernetes object model read from its `metadata` (a mixin of
     properties only: no field, so the model's fields and their dumped order are its own)."""

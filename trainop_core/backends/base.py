@@ -8,6 +8,7 @@ this machine the local supervisor). Job identity is namespace/name everywhere.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from trainop_core.api.job import TrainingJob
+from trainop_core.api.types import SERVER_SET, format_time, utc_now
 from trainop_core.kinds.base import Kind
 from trainop_core.planner.types import ObservedPod
 
@@ -180,3 +182,16 @@ class TrainJobStore(Protocol):
         of it, in `planned`'s namespace) as written, and return it as read back. Not idempotent:
         AlreadyExistsError if the name is taken. Does I/O."""
         ...
+
+
+def stamp_new(wire: dict[str, Any]) -> None:
+    """Make `wire` (changed in place) a newly stored object, as the API server makes one: its
+    namespace ("default" if none), a fresh uid and creation time whatever the object said (the
+    output of `trainop get` applied again is a new job), no status."""
+    metadata = wire.setdefault("metadata", {})
+    for field in SERVER_SET:
+        metadata.pop(field, None)
+    metadata.setdefault("namespace", "default")
+    metadata["uid"] = os.urandom(16).hex()
+    metadata["creationTimestamp"] = format_time(utc_now())
+    wire.pop("status", None)

@@ -38,7 +38,8 @@ def register(subparsers: Any) -> None:
             "Queued: why its queue "
             "holds it (Kueue's reason on Kubernetes, the local queue's here: see `trainop queue`). "
             "With NAME, that job only. -o yaml|json prints "
-            "the jobs with their status. A job whose stored state is damaged is listed as Damaged, "
+            "the jobs with their status (a TrainJob as Trainer's API stores it: apply it again as "
+            "it is). A job whose stored state is damaged is listed as Damaged, "
             "with what is wrong on stderr. Exit codes: 0, 1 no such job, 2 invalid name."
         ),
     )

@@ -293,8 +293,15 @@ class Manager:
         client = KubeClient(
             self.client.api, -1, 1, self.metrics, self.stop, bucket=self.client.bucket
         )
+        trainjobs = self.controllers.get(TRAINJOB_KIND.kind)
+        runtimes = trainjobs.catalog if isinstance(trainjobs, TrainJobController) else None
         return Webhooks(
-            self.options.webhook, self.registry, client, self.metrics.registry, self.trainjobs
+            self.options.webhook,
+            self.registry,
+            client,
+            self.metrics.registry,
+            self.trainjobs,
+            runtimes,
         )
 
     # --- running -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ Kubeflow SDK selects and reads them by (see `sdk_labels`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
@@ -28,6 +28,7 @@ from trainop_core.kinds.mpi import (
 )
 from trainop_core.runtimes.policies.base import LAUNCHER, NODE, MLPolicy
 from trainop_core.runtimes.policies.table import builtin_policies
+from trainop_core.runtimes.status import trainjob_status
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -39,13 +40,45 @@ PORT_NAME = "node-port"
 class PlannedTrainJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(alias="replicaSpecs")
     ml_policy: str = "plain"
-    num_proc_per_node: int | Literal["auto"] = 1
+    num_proc_per_node: int = 1  # runtimes.processes: Trainer's count, "auto" resolved
     launcher_is_node: bool | None = None  # mpi's runLauncherAsNode: the launcher hosts ranks too
 
 
 class PlannedTrainJob(TrainingJob):
     kind: str = v2.TRAINJOB
     spec: PlannedTrainJobSpec
+    # The TrainJob it was planned from, as written with the CRDs' defaults (`prepare.as_written`),
+    # or, read from a cluster, as stored there (its metadata has a uid). What `trainop get -o
+    # yaml` prints; None for a job made from a planned manifest (Flyte, KFP).
+    trainjob: dict[str, Any] | None = None
+
+    def as_stored(self) -> dict[str, Any] | None:
+        """The TrainJob as stored: the cluster's object where one was read, else as written
+        with the identity this job's store gave it, its `spec.suspend` now and Trainer's
+        status for the job's."""
+        if self.trainjob is None:
+            return None
+        written = self.trainjob.get("metadata") or {}
+        if "uid" in written:  # read from a cluster
+            return {key: self.trainjob[key] for key in _TOP if key in self.trainjob}
+        given = self.metadata.model_dump(by_alias=True, exclude_none=True, mode="json")
+        identity = {
+            k: given[k] for k in ("name", "namespace", "uid", "creationTimestamp") if k in given
+        }
+        spec = dict(self.trainjob.get("spec") or {})
+        spec["suspend"] = bool(self.spec.run_policy.suspend)
+        stored = {
+            "apiVersion": v2.API_VERSION,
+            "kind": v2.TRAINJOB,
+            "metadata": written | identity,
+            "spec": spec,
+        }
+        if self.status is not None:
+            stored["status"] = trainjob_status(self).to_dict()
+        return stored
+
+
+_TOP = ("apiVersion", "kind", "metadata", "spec", "status")
 
 
 def _spec(job: TrainingJob) -> PlannedTrainJobSpec:

@@ -69,7 +69,7 @@ class TrainJobController(JobController):
     def model_of(self, key: str, job: Obj) -> TrainingJob:
         """Not cached by generation like a v1 job: the translation also depends on the runtime,
         which may change or appear while the job waits for it."""
-        _, model = prepare_trainjob(Document(client_view(job), ""), self._catalog())
+        _, model = prepare_trainjob(Document(client_view(job), ""), self.catalog())
         model.status = decode_status(job.get("status"))
         return model
 
@@ -86,7 +86,8 @@ class TrainJobController(JobController):
             self._mark_invalid(job, exc)
             raise TerminalError(str(exc)) from exc
 
-    def _catalog(self) -> RuntimeCatalog:
+    def catalog(self) -> RuntimeCatalog:
+        """The runtimes the shared caches hold now (the webhook checks TrainJobs with them)."""
         runtimes: list[v2.TrainingRuntime] = []
         for informer in self.runtimes:
             for obj in informer.list():

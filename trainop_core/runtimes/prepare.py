@@ -15,6 +15,7 @@ from typing import Any
 from trainop_core.api import trainjob as v2
 from trainop_core.api.load import Document
 from trainop_core.api.trainjob_validation import parse_v2
+from trainop_core.api.types import SERVER_SET
 from trainop_core.errors import InvalidJobError, Problem
 from trainop_core.kinds.base import Kind
 from trainop_core.runtimes.catalog import (
@@ -24,7 +25,8 @@ from trainop_core.runtimes.catalog import (
     load_catalog,
 )
 from trainop_core.runtimes.kind import PlannedTrainJob
-from trainop_core.runtimes.translate import translate
+from trainop_core.runtimes.policies.table import builtin_policies
+from trainop_core.runtimes.translate import policy_name, translate
 
 RuntimeSource = RuntimeCatalog | str | Path | None
 
@@ -50,13 +52,38 @@ def prepare_trainjob(
         if namespace is not None:
             job.metadata.namespace = job.metadata.namespace or namespace
         runtime = catalog_for(runtimes).find(job.spec.runtime_ref, job.namespace)
-        kind, planned = prepare(translate(job, runtime))
+        problems = runtime_problems(job, runtime)
+        try:
+            kind, planned = prepare(translate(job, runtime))
+        except InvalidJobError as err:
+            raise InvalidJobError([*problems, *err.problems]) from None
+        if problems:
+            raise InvalidJobError(problems)
     except InvalidJobError as err:
         raise _labelled(err, doc) from None
     assert isinstance(planned, PlannedTrainJob)  # reason: the TrainJob kind's model
     # Checked as kubeflow.org/v1 above; its pods and services are owned by the TrainJob itself.
     planned.api_version = v2.API_VERSION
+    planned.trainjob = as_written(job)
     return kind, planned
+
+
+def as_written(job: v2.TrainJob) -> dict[str, Any]:
+    """The TrainJob without status or server-set metadata (the CRDs' defaults in): what a
+    store that is not a cluster keeps of it beside the planned job."""
+    written = job.to_dict()
+    written.pop("status", None)
+    meta = written.get("metadata") or {}
+    written["metadata"] = {k: v for k, v in meta.items() if k not in SERVER_SET}
+    return written
+
+
+def runtime_problems(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> list[Problem]:
+    """What Trainer refuses in a TrainJob given the runtime it names: env its ML policy sets
+    (each policy's reserved variables, named `spec.trainer.env[i].name`)."""
+    policy = builtin_policies()[policy_name(runtime)]
+    env = job.spec.trainer.env if job.spec.trainer else None
+    return policy.env_problems(env or [], "spec.trainer.env")
 
 
 def check_trainjob(doc: Document) -> v2.TrainJob:
@@ -84,6 +111,7 @@ def planned_manifest(job: PlannedTrainJob) -> dict[str, Any]:
 
     data = job.to_dict()
     data.pop("status", None)
+    data.pop("trainjob", None)  # what edits the planned job would leave behind
     data["apiVersion"] = API_VERSION
     return data
 

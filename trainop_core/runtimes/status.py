@@ -42,7 +42,7 @@ def trainjob_status(job: TrainingJob) -> v2.TrainJobStatus:
     status = status_from(job.status)
     progress = trainer_status_of(job)
     if progress is not None:
-        status.trainer_status = progress.to_wire()
+        status.trainer_status = v2.TrainerStatus.model_validate(progress.to_wire())
     return status
 
 

@@ -10,7 +10,7 @@ otherwise), both its image and env.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from trainop_core.api import trainjob as v2
 from trainop_core.api.trainjob_validation import is_trainer_step
@@ -28,6 +28,7 @@ from trainop_core.planner.pods import copy_template
 from trainop_core.runtimes.kind import PORT_NAME, PlannedTrainJob, PlannedTrainJobSpec
 from trainop_core.runtimes.policies.base import LAUNCHER, NODE, MLPolicy
 from trainop_core.runtimes.policies.table import builtin_policies
+from trainop_core.runtimes.processes import processes_per_node
 
 _EVERY = ("image", "command", "args", "env", "resources")
 _LAUNCHER_FIELDS = ("image", "command", "args", "env")  # a launcher policy's launcher
@@ -79,7 +80,7 @@ def translate(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> PlannedTrainJob:
             replica_specs=replicas,
             run_policy=run_policy,
             ml_policy=policy.name,
-            num_proc_per_node=_processes(trainer, ml),
+            num_proc_per_node=processes_per_node(trainer, ml, _resources(replicas[NODE])),
             launcher_is_node=launcher_is_node or None,
         ),
     )
@@ -119,16 +120,10 @@ def _replica(
     )
 
 
-def _processes(trainer: v2.Trainer, ml: v2.MLPolicy) -> int | Literal["auto"]:
-    """The TrainJob's count, else the torch or mpi runtime's (torch: a count or "auto"), else 1."""
-    runtime = ml.torch.num_proc_per_node if ml.torch else None
-    if ml.mpi is not None:
-        runtime = ml.mpi.num_proc_per_node
-    if trainer.num_proc_per_node is not None:
-        return trainer.num_proc_per_node
-    if runtime == "auto":
-        return "auto"
-    return runtime if isinstance(runtime, int) else 1
+def _resources(nodes: ReplicaSpec) -> dict[str, Any] | None:
+    """The resources of the nodes' `node` container (the TrainJob's, else the runtime's)."""
+    node = _container(nodes.template, "containers", v2.NODE)
+    return node.get("resources") if node is not None else None
 
 
 def _override_node(

@@ -9,7 +9,12 @@ and ``config/components/webhook/manifests.yaml``), so they always match the bina
 :class:`Kueue` runs the manager as one more process of the control plane (its log is
 ``<data_dir>/kueue.log``): its Configuration file turns internal certificate management and leader
 election off, serves the webhooks on 127.0.0.1 with a certificate written here (a fresh CA and a
-serving certificate for 127.0.0.1), and enables the Kubeflow v1 frameworks (:data:`FRAMEWORKS`).
+serving certificate for 127.0.0.1), and enables the Kubeflow v1 frameworks (:data:`FRAMEWORKS`),
+plus Kubeflow Trainer's TrainJob where asked (:data:`TRAINJOB`). That integration's controller
+watches the JobSets Trainer would make, so JobSet's CRD is installed with Kueue's (from the
+``sigs.k8s.io/jobset`` module at the version Kueue's go.mod pins: :func:`dependency_crds`); no
+JobSet controller runs. Trainer's own CRDs are the caller's (trainop's, as the operator serves
+them) and must be served before Kueue starts for the integration to start with it.
 Only the webhooks for those frameworks and for Kueue's own objects are registered with the API
 server, pointed at the loopback URL with the CA as caBundle; the job webhooks are limited to
 namespaces labelled :data:`NAMESPACE_LABEL` so other tests sharing the API server never call them.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +39,7 @@ from pathlib import Path
 
 from trainop_core.kinds.table import builtin_kinds
 
-from .binaries import build_go_packages
+from .binaries import build_go_packages, go_module_dir
 from .controlplane import ControlPlane, ControlPlaneError, free_port, http_ok
 from .rest import Obj, RestError
 
@@ -50,6 +56,9 @@ FRAMEWORKS = tuple(
     for kind in builtin_kinds()
     if kind.kind not in WITHOUT_KUEUE
 )
+#: Kubeflow Trainer v2's TrainJob, as Kueue names the integration (Kueue 0.14 and later).
+TRAINJOB = "trainer.kubeflow.org/trainjob"
+JOBSET_MODULE = "sigs.k8s.io/jobset"
 #: Job webhooks are only called for namespaces with this label set to "true".
 NAMESPACE_LABEL = "trainop.testing/kueue"
 #: Where Kueue reads its metrics certificate when internal cert management is off (fixed upstream).
@@ -75,8 +84,6 @@ def kueue_binary(*, build: bool = True, log: Callable[[str], None] | None = None
 
 def kueue_source() -> Path:
     """The module's source tree in Go's module cache (downloaded if needed)."""
-    from .binaries import go_module_dir
-
     return go_module_dir(KUEUE_MODULE, KUEUE_VERSION)
 
 
@@ -86,6 +93,27 @@ def kueue_crds(source: Path | None = None) -> list[Obj]:
 
     bases = (source or kueue_source()) / "config" / "components" / "crd" / "bases"
     return [yaml.safe_load(path.read_text()) for path in sorted(bases.glob("*.yaml"))]
+
+
+def dependency_crds(frameworks: Sequence[str], source: Path | None = None) -> list[Obj]:
+    """The CRDs Kueue needs for `frameworks` besides the jobs' own: JobSet's for the TrainJob
+    integration (its controller owns JobSets), at the version Kueue's go.mod requires."""
+    import yaml
+
+    if TRAINJOB not in frameworks:
+        return []
+    version = required_version(JOBSET_MODULE, source)
+    bases = go_module_dir(JOBSET_MODULE, version) / "config" / "components" / "crd" / "bases"
+    return [yaml.safe_load(path.read_text()) for path in sorted(bases.glob("*.yaml"))]
+
+
+def required_version(module: str, source: Path | None = None) -> str:
+    """The version of `module` Kueue's go.mod requires. Raises ControlPlaneError if none."""
+    go_mod = ((source or kueue_source()) / "go.mod").read_text()
+    match = re.search(rf"^\s*{re.escape(module)} (v\S+)", go_mod, re.MULTILINE)
+    if match is None:
+        raise ControlPlaneError(f"Kueue {KUEUE_VERSION}'s go.mod requires no {module}")
+    return match.group(1)
 
 
 def webhook_configurations(
@@ -194,7 +222,7 @@ class Kueue:
         binary = self.binary or kueue_binary(build=False)
         source = kueue_source()
         ensure_metrics_certificate()
-        cp.install_crds(kueue_crds(source))
+        cp.install_crds(kueue_crds(source) + dependency_crds(self.frameworks, source))
         cp.ensure_namespace(self.namespace)
         self.directory = Path(tempfile.mkdtemp(prefix="kueue-", dir=cp.data_dir))
         ca = self._write_certificates()
@@ -304,7 +332,9 @@ __all__ = [
     "FRAMEWORKS",
     "KUEUE_VERSION",
     "QUEUE_LABEL",
+    "TRAINJOB",
     "Kueue",
+    "dependency_crds",
     "kueue_binary",
     "kueue_crds",
     "webhook_configurations",

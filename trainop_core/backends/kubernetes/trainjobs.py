@@ -6,7 +6,7 @@ TrainingRuntimes): whoever runs it there (trainop's operator with `--enable-sche
 Trainer itself) finds its runtime there. It is stored as written, as
 `trainer.kubeflow.org/v1alpha1`. Read back, it is shown as the planned job its runtime makes of it,
 with the status trainop's operator records (`status.plannerStatus`), else the one read from
-Trainer's own conditions (Complete, Failed, Suspended).
+Trainer's own conditions (Complete, Failed, Suspended); `trainop get -o yaml` prints it as stored.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from trainop_core.api import trainjob as v2
 from trainop_core.api.load import Document, client_view
 from trainop_core.api.trainjob_validation import is_v2, parse_v2
-from trainop_core.api.types import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy
+from trainop_core.api.types import SERVER_SET, JobStatus, ObjectMeta, ReplicaSpec, RunPolicy
 from trainop_core.backends.kubernetes.errors import ApiError, translate
 from trainop_core.errors import InvalidJobError
 from trainop_core.kinds.base import Kind
@@ -31,8 +31,6 @@ from trainop_core.runtimes.status import decode_status
 
 log = logging.getLogger(__name__)
 TRAINJOB_KIND = KIND
-# What the server sets on an object, stripped from what is POSTed.
-SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 RUNTIME_PLURALS = {
     v2.CLUSTER_TRAINING_RUNTIME: "clustertrainingruntimes",
     v2.TRAINING_RUNTIME: "trainingruntimes",
@@ -119,7 +117,7 @@ def for_create(body: dict[str, Any], namespace: str) -> dict[str, Any]:
     body.pop("status", None)
     metadata = body.setdefault("metadata", {})
     metadata["namespace"] = namespace
-    for field in SERVER_FIELDS:
+    for field in SERVER_SET:
         metadata.pop(field, None)
     return body
 
@@ -139,6 +137,8 @@ def planned_view(obj: Mapping[str, Any], catalog: RuntimeCatalog | None) -> Plan
         job = _bare_view(obj)
     job.status = planner_status(obj.get("status"))
     carry(job, (obj.get("status") or {}).get("trainerStatus"))  # Trainer's or trainop's
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    job.trainjob = {**obj, "metadata": meta}  # as stored, status and all
     return job
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from trainop_core.api.bounds import total_replicas
 from trainop_core.api.job import GROUP, JobSpec, TrainingJob
-from trainop_core.api.types import ObjectMeta, format_time, utc_now
-from trainop_core.backends.base import JobEvent, LogLine
+from trainop_core.api.types import ObjectMeta
+from trainop_core.backends.base import JobEvent, LogLine, stamp_new
 from trainop_core.backends.local.addressing import allocate_ports
 from trainop_core.backends.local.leases import Leases, hold_shared
 from trainop_core.backends.local.limits import replica_limit_problems
@@ -366,11 +366,7 @@ def _set_suspend(job: dict[str, Any], suspended: bool) -> None:
 
 
 def _write_new_job(job_dir: JobDir, wire: dict[str, Any], local: dict[str, Any]) -> None:
-    metadata = wire.setdefault("metadata", {})
-    metadata.setdefault("namespace", "default")
-    metadata.setdefault("uid", os.urandom(16).hex())
-    metadata.setdefault("creationTimestamp", format_time(utc_now()))
-    wire.pop("status", None)
+    stamp_new(wire)
     write_json_atomic(job_dir.job_file, wire)
     write_json_atomic(job_dir.local_file, local)
     job_dir.logs_dir.mkdir(mode=0o700)

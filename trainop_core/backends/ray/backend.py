@@ -39,8 +39,7 @@ import ray
 from ray.exceptions import ActorAlreadyExistsError, GetTimeoutError, RayActorError, RayError
 
 from trainop_core.api.job import GROUP, TrainingJob
-from trainop_core.api.types import format_time, utc_now
-from trainop_core.backends.base import JobEvent, LogLine
+from trainop_core.backends.base import JobEvent, LogLine, stamp_new
 from trainop_core.backends.process.podspec import local_warnings, runnable_problems
 from trainop_core.backends.ray import record
 from trainop_core.backends.ray.auth import hint as auth_hint
@@ -118,7 +117,7 @@ class RayBackend:
         check_head_room(len(_named_supervisors()))
         runtime_env = self._runtime_env(job, kind, wire, workdir)
         where = Path(workdir or os.getcwd()).resolve()
-        _stamp(wire)
+        stamp_new(wire)
         supervisor = self._start_supervisor(job, kind, wire, placement, where, runtime_env)
         return self._model(_call(supervisor.get.remote(), f"job {job.key}"))
 
@@ -319,14 +318,6 @@ def upload_directory(
 
 
 # --- helpers --------------------------------------------------------------------------------------
-def _stamp(wire: dict[str, Any]) -> None:
-    metadata = wire.setdefault("metadata", {})
-    metadata.setdefault("namespace", "default")
-    metadata.setdefault("uid", os.urandom(16).hex())
-    metadata.setdefault("creationTimestamp", format_time(utc_now()))
-    wire.pop("status", None)
-
-
 def _call(ref: Any, what: str, timeout: float = 120.0) -> Any:
     """ray.get for a supervisor call: a supervisor that is gone means the job is gone."""
     try:

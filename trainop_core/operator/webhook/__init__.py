@@ -7,6 +7,7 @@ certificates (`rotator`, `certs`) and the flags (`options`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from trainop_core.api.load import KindLookup
 from trainop_core.operator.kube import KubeClient
@@ -14,6 +15,7 @@ from trainop_core.operator.metrics import Registry
 from trainop_core.operator.webhook.options import WebhookOptions
 from trainop_core.operator.webhook.rotator import MUTATING, VALIDATING, External, SelfManaged
 from trainop_core.operator.webhook.server import WebhookServer, webhook_paths
+from trainop_core.runtimes.catalog import RuntimeCatalog
 
 __all__ = ["WebhookOptions", "WebhookServer", "Webhooks", "webhook_paths"]
 
@@ -29,9 +31,12 @@ class Webhooks:
         client: KubeClient,
         metrics: Registry | None = None,
         trainjobs: bool = False,
+        runtimes: Callable[[], RuntimeCatalog] | None = None,
     ) -> None:
         self.options = options
-        self.server = WebhookServer(options.host, options.port, registry, metrics, trainjobs)
+        self.server = WebhookServer(
+            options.host, options.port, registry, metrics, trainjobs, runtimes
+        )
         serve = self.server.use_certificate
         self.certificates: SelfManaged | External
         if options.cert_management == "external":

@@ -14,11 +14,12 @@ controller (`trainop_core.api.validation.prepare`).
   replica type the kind's way (worker -> Worker). A job that cannot even be read gets no patch;
   the validating webhook then refuses it with every problem.
 - Trainer v2 (`validate_v2`: TrainJob, TrainingRuntime, ClusterTrainingRuntime; validating only,
-  CREATE and UPDATE): the checks of `trainop validate` (`api.trainjob_validation.parse_v2`), and on
+  CREATE and UPDATE): the checks of `trainop validate` (`api.trainjob_validation.parse_v2`), and
+  those that need the runtime a TrainJob names when the operator's caches hold it
+  (`runtimes.prepare.prepare_trainjob`: env its ML policy reserves, the planned job's rules); on
   UPDATE a TrainJob's `spec.managedBy` may not change (Trainer's rule). The runtime a TrainJob
   names need not exist yet (the reconciler waits for it); a runtimeRef of another kind or
-  apiGroup is refused. There is no v2 defaulting webhook: a TrainJob's defaults (runtimeRef kind
-  and apiGroup) are read where they are used, as Trainer does, and a runtime has none.
+  apiGroup is refused. There is no v2 defaulting webhook: Trainer's defaults are in the CRDs.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from trainop_core.api import trainjob as v2
 from trainop_core.api.admission import admission_warnings
 from trainop_core.api.defaults import apply_defaults
-from trainop_core.api.load import KindLookup, parse_job
+from trainop_core.api.load import Document, KindLookup, parse_job
 from trainop_core.api.reader import check_tree
 from trainop_core.api.trainjob_validation import parse_v2
 from trainop_core.api.validation import prepare
 from trainop_core.errors import InvalidJobError, Problem
+from trainop_core.runtimes.catalog import RuntimeCatalog, RuntimeNotFoundError
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -76,9 +79,11 @@ def validate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]
     return _response(request, True, warnings=warnings)
 
 
-def validate_v2(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
-    """The validating webhook's response to a Trainer v2 `request` (`registry` is unused: the
-    runtimes are not kinds)."""
+def validate_v2(
+    request: Mapping[str, Any], registry: KindLookup, runtimes: RuntimeCatalog | None = None
+) -> dict[str, Any]:
+    """The validating webhook's response to a Trainer v2 `request`, a TrainJob checked with its
+    runtime too when `runtimes` holds it (`registry` is unused: the runtimes are not kinds)."""
     del registry
     obj = _object(request)
     if request.get("operation") not in CHECKED or _being_deleted(obj):
@@ -86,7 +91,8 @@ def validate_v2(request: Mapping[str, Any], registry: KindLookup) -> dict[str, A
     problems: list[Problem] = []
     try:
         check_tree(obj)
-        parse_v2(obj)
+        if isinstance(parse_v2(obj), v2.TrainJob) and runtimes is not None:
+            _with_runtime(obj, runtimes)
     except InvalidJobError as err:
         problems = list(err.problems)
     expected = (request.get("kind") or {}).get("kind")
@@ -98,6 +104,17 @@ def validate_v2(request: Mapping[str, Any], registry: KindLookup) -> dict[str, A
     if problems:
         return _response(request, False, status=_invalid(request, obj, problems))
     return _response(request, True)
+
+
+def _with_runtime(trainjob: Mapping[str, Any], runtimes: RuntimeCatalog) -> None:
+    """InvalidJobError with the problems the TrainJob has with the runtime it names, if that
+    runtime is known yet (else the reconciler waits for it)."""
+    from trainop_core.runtimes.prepare import prepare_trainjob
+
+    try:
+        prepare_trainjob(Document(dict(trainjob), ""), runtimes)
+    except RuntimeNotFoundError:
+        return
 
 
 def mutate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:

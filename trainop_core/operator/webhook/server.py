@@ -29,6 +29,7 @@ from trainop_core.kinds.base import Kind
 from trainop_core.operator.metrics import Registry
 from trainop_core.operator.webhook.review import mutate, request_of, validate, validate_v2
 from trainop_core.private_files import write_new
+from trainop_core.runtimes.catalog import RuntimeCatalog
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # an UPDATE carries the object twice; each is at most 3 MiB
@@ -64,20 +65,27 @@ class WebhookServer:
         registry: KindLookup,
         metrics: Registry | None = None,
         trainjobs: bool = False,
+        runtimes: Callable[[], RuntimeCatalog] | None = None,
     ) -> None:
         self.registry = registry
+        self.runtimes = runtimes
         self.routes: dict[str, tuple[str, Review]] = {}
         for kind in registry.kinds:
             validating, mutating = webhook_paths(kind)
             self.routes[validating] = (f"validate-{kind.kind.lower()}", validate)
             self.routes[mutating] = (f"mutate-{kind.kind.lower()}", mutate)
         for v2_kind, _ in V2_KINDS if trainjobs else ():
-            self.routes[v2_webhook_path(v2_kind)] = (f"validate-{v2_kind.lower()}", validate_v2)
+            route = (f"validate-{v2_kind.lower()}", self._validate_v2)
+            self.routes[v2_webhook_path(v2_kind)] = route
         self._context: ssl.SSLContext | None = None
         self._lock = threading.Lock()
         self._started = False
         self._metrics = _Metrics(metrics) if metrics is not None else None
         self._server = _TLSServer((host, port), _handler(self), self)
+
+    def _validate_v2(self, request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
+        """Trainer v2's review, with the runtimes the operator's caches hold (when it has any)."""
+        return validate_v2(request, registry, self.runtimes() if self.runtimes else None)
 
     @property
     def port(self) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trainop_core.errors import Problem
 from trainop_core.kinds.base import ClusterContext
 from trainop_core.kinds.mpi import Layout
 
@@ -33,6 +34,20 @@ class MLPolicy:
     # Set when one launcher pod runs the program and starts its processes in the nodes (mpi):
     # MPIJob's launcher pattern (`kinds.mpi`) with the nodes as its hosts.
     launcher: Layout | None = None
+    # Env a TrainJob's `spec.trainer.env` may not name: Trainer's reserved list for the policy,
+    # and every variable the policy sets here (it would silently override the job's).
+    reserved_env: frozenset[str] = frozenset()
+
+    def env_problems(self, env: list[dict[str, Any]], path: str) -> list[Problem]:
+        """A problem for each entry of `env` (at `path`) naming a reserved variable."""
+        return [
+            Problem(
+                f"{path}[{index}].name",
+                f"must not have reserved envs: {entry['name']} is set by the {self.name} ML policy",
+            )
+            for index, entry in enumerate(env)
+            if entry.get("name") in self.reserved_env
+        ]
 
 
 def nodes(ctx: ClusterContext) -> int:

@@ -19,4 +19,6 @@ def jax_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[str,
     ]
 
 
-POLICY = MLPolicy(name="jax", port=6666, env=jax_env)
+# the variables above (Trainer v2.3 sets them too but checks none).
+RESERVED = frozenset({"JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"})
+POLICY = MLPolicy(name="jax", port=6666, env=jax_env, reserved_env=RESERVED)

@@ -28,4 +28,11 @@ LAYOUT = Layout(
     config_suffix="-mpi-hostfile",  # Trainer's name for it
     launcher_hosts=_launcher_is_node,
 )
-POLICY = MLPolicy(name="mpi", port=9999, launcher=LAYOUT)
+# Trainer's MPIReservedEnvNames, and the launcher's rsh agent and hostfile variables trainop
+# sets for Open MPI 4 and 5 and MPICH (`kinds.mpi`; Intel MPI's a job may set itself).
+RESERVED = frozenset({
+    "OMPI_MCA_orte_default_hostfile", "OMPI_MCA_plm_rsh_args", "OMPI_MCA_orte_keep_fqdn_hostnames",
+    "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_agent", "PRTE_MCA_plm_ssh_agent",
+    "PRTE_MCA_prte_default_hostfile", "HYDRA_LAUNCHER", "HYDRA_LAUNCHER_EXEC", "HYDRA_HOST_FILE",
+})  # fmt: skip
+POLICY = MLPolicy(name="mpi", port=9999, launcher=LAYOUT, reserved_env=RESERVED)

@@ -20,4 +20,8 @@ def torch_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[st
     ]
 
 
-POLICY = MLPolicy(name="torch", port=29500, env=torch_env)
+# Trainer's TorchRunReservedEnvNames: the variables above.
+RESERVED = frozenset(
+    {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+)
+POLICY = MLPolicy(name="torch", port=29500, env=torch_env, reserved_env=RESERVED)

@@ -19,4 +19,6 @@ def xgboost_env(ctx: ClusterContext, index: int, nproc: int | str) -> list[dict[
     ]
 
 
-POLICY = MLPolicy(name="xgboost", port=9999, env=xgboost_env)
+# Trainer's XGBoostReservedEnvNames: the variables above.
+RESERVED = frozenset({"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"})
+POLICY = MLPolicy(name="xgboost", port=9999, env=xgboost_env, reserved_env=RESERVED)
