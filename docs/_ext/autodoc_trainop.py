@@ -29,7 +29,6 @@ from typing import Any
 from sphinx.application import Sphinx
 from sphinx.util.typing import stringify_annotation
 
-
 LONG = 6
 
 

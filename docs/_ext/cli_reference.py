@@ -36,18 +36,25 @@ def commands(
 ) -> Iterator[tuple[str, ...]]:
     """Every command path of the tree, parents first: (), ("run",), ("queue",), ("queue", "set")."""
     yield path
-    for action in parser._actions:  # noqa: SLF001  # reason: argparse exposes subparsers only here
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001  # reason: as above
-            for name, sub in action.choices.items():
-                yield from commands(sub, (*path, name))
+    for name, sub in _subparsers(parser).items():
+        yield from commands(sub, (*path, name))
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    # argparse shows its subcommands only through these private names (sphinx-argparse reads
+    # them too); the tests fail if that ever changes.
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def find(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> argparse.ArgumentParser:
     for word in path:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
-        if not subs or word not in subs[0].choices:
+        subs = _subparsers(parser)
+        if word not in subs:
             raise KeyError(" ".join(path))
-        parser = subs[0].choices[word]
+        parser = subs[word]
     return parser
 
 
