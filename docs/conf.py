@@ -1,6 +1,6 @@
 """Sphinx configuration of trainop's documentation site (docs/ is the source directory).
 
-    python -m sphinx -W --keep-going -b html docs docs/_build/html
+    python -m sphinx -W --keep-going -b html docs build/docs
 
 builds it with warnings as errors, as tests/docs/test_site.py does in CI. Why Sphinx, MyST and
 Furo, and how the pages are checked: docs/contributing.md.
