@@ -44,8 +44,14 @@ def blocks(pattern: re.Pattern[str]) -> list[Block]:
 
 
 def extension(name: str) -> ModuleType:
-    """One of the site's own Sphinx extensions (docs/_ext), imported by path."""
-    spec = importlib.util.spec_from_file_location(f"docs_ext_{name}", DOCS / "_ext" / f"{name}.py")
+    """One of the site's own Sphinx extensions (docs/_ext)."""
+    return script(DOCS / "_ext" / f"{name}.py")
+
+
+def script(path: Path) -> ModuleType:
+    """A Python file that is no package's module (a Sphinx extension, a drawing script), imported
+    by its path under a name of its own."""
+    spec = importlib.util.spec_from_file_location(f"docs_script_{path.stem}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -4,29 +4,15 @@ results file. After a change, run the script and commit the picture with it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from docs_support import DOCS, ROOT
+from docs_support import DOCS, ROOT, script
 
 IMAGES = DOCS / "images"
-
-
-def _script(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"picture_{path.stem}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ARCHITECTURE = _script(DOCS / "diagrams" / "architecture.py")
-PLOT = _script(ROOT / "benchmarks" / "plot.py")
+ARCHITECTURE = script(DOCS / "diagrams" / "architecture.py")
+PLOT = script(ROOT / "benchmarks" / "plot.py")
 
 
 def test_the_architecture_picture_is_what_its_description_draws(tmp_path: Path) -> None:
