@@ -70,3 +70,59 @@ def test_the_docs_name_no_path_outside_the_repository() -> None:
         for doc in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("*/README.md")]
     }
     assert {doc: paths for doc, paths in found.items() if paths} == {}
+
+
+# Every section the README held before the documentation site (issue 34), and the page (and its
+# heading) that holds it now: a link or a habit that looks for one of them finds its new home.
+MOVED_FROM_THE_README = {
+    "Quick start": ("README.md", "Quick start"),
+    "Running jobs on this machine": ("docs/local.md", "Running jobs on this machine"),
+    "MPIJob on this machine": ("docs/local.md", "MPIJob on this machine"),
+    "Queues on this machine": ("docs/local-queue.md", "Queues on this machine"),
+    "From Python": ("docs/client.md", "From Python: `TrainingClient`"),
+    "The operator on Kubernetes": ("docs/kubernetes.md", "The operator on Kubernetes"),
+    "Admission webhooks": ("docs/kubernetes.md", "Admission webhooks"),
+    "Kueue": ("docs/kueue.md", "Kueue"),
+    "TrainJob and training runtimes (Kubeflow Trainer v2)": (
+        "docs/trainjob.md",
+        "TrainJob and training runtimes (Kubeflow Trainer v2)",
+    ),
+    "Decorating pods without changing trainop": (
+        "docs/decorators.md",
+        "Decorating pods without changing trainop",
+    ),
+    "Jobs on a Ray cluster": ("docs/ray.md", "Jobs on a Ray cluster"),
+    "Where trainop differs from upstream on purpose": (
+        "docs/upstream-differences.md",
+        "The two that matter most",
+    ),
+    "Integrations": ("README.md", "One example per place"),
+    "Flyte": ("docs/flyte.md", "Flyte"),
+    "Kubeflow Pipelines": ("docs/kfp.md", "Kubeflow Pipelines"),
+    "Hyperparameter search": ("docs/tune.md", "Hyperparameter search"),
+    "Testing and benchmarks": ("docs/contributing.md", "Testing and benchmarks"),
+    "Try the operator with kubectl and no cluster": ("docs/process-node.md", "The try-it cluster"),
+    "Performance against Kubeflow's operator": (
+        "docs/benchmarks.md",
+        "Performance against Kubeflow's operator",
+    ),
+    "Layout": ("docs/architecture.md", "Code layout"),
+}
+
+
+def test_every_section_the_readme_had_has_a_home() -> None:
+    homeless = {}
+    for section, (page, heading) in MOVED_FROM_THE_README.items():
+        headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(), re.M)
+        if heading not in headings:
+            homeless[section] = f"{page} has no heading {heading!r}"
+    assert homeless == {}
+
+
+def test_the_readme_stays_short_and_links_to_the_site() -> None:
+    assert len(README.splitlines()) <= 200
+    assert "docs/images/architecture.svg" in README  # the picture
+    assert "docs/images/benchmarks/" in README  # one benchmark plot
+    linked = set(re.findall(r"\]\((docs/[\w.-]+\.md)", README))
+    assert {"docs/getting-started.md", "docs/cli.md", "docs/api.md"} <= linked
+    assert all((ROOT / page).is_file() for page in linked)

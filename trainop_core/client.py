@@ -74,8 +74,8 @@ class TrainingClient:
 
     @property
     def default_namespace(self) -> str:
-        """Where jobs go and are looked up when no namespace is given: the backend's default
-        (the kubeconfig context's namespace on Kubernetes), else "default"."""
+        """The namespace jobs go to and are looked up in when none is given. That is the
+        backend's default (the kubeconfig context's namespace on Kubernetes), else "default"."""
         return str(getattr(self.backend, "default_namespace", "") or "default")
 
     def _ref(self, name: str, namespace: str | None) -> str:

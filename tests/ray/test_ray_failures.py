@@ -60,7 +60,7 @@ def test_a_node_killed_mid_job_restarts_the_gang_elsewhere(
     assert is_succeeded(job), job.status
     assert moved["worker-0"][0] != victim.ip
     assert job.metadata.annotations["trainop.kubeflow.org/restarts"] == "1"  # one, not two
-    reasons = [e["reason"] for e in client.backend.events("survivor", "default")]
+    reasons = [e.reason for e in client.backend.events("survivor", "default")]
     assert "NodeLost" in reasons and "GangRestart" in reasons
     master = [line.text for line in client.logs("survivor", replica="master-0")]
     assert any("gang restart" in text for text in master)
@@ -111,7 +111,7 @@ def test_a_supervisor_that_dies_is_restarted_with_its_job_which_goes_on(
         what="both replicas started again",
     )
     assert replicas
-    reasons = [e["reason"] for e in client.backend.events("phoenix", "default")]
+    reasons = [e.reason for e in client.backend.events("phoenix", "default")]
     assert "SupervisorRestarted" in reasons
     after = client.get("phoenix")
     assert after.metadata.uid == before.metadata.uid

@@ -39,9 +39,9 @@ def test_the_primary_replicas_progress_reaches_the_job_while_it_runs_and_at_its_
     assert dict(final.metrics) == {"loss": "0.1", "step": "10"}  # never the worker's
     events = until(
         lambda: [
-            e for e in client.backend.events("rp", "default") if e["reason"] == "ProgressDropped"
+            e for e in client.backend.events("rp", "default") if e.reason == "ProgressDropped"
         ],
         30,
         "the warning about the nan",
     )
-    assert "not-finite" in events[0]["message"]
+    assert "not-finite" in events[0].message

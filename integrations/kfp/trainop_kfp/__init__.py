@@ -5,7 +5,7 @@
   fails when the job Failed or timed out. Pipeline-task resources, env, tolerations, node
   selectors, affinity and volumes pass through to every replica.
 - `trainop_run`: lightweight Python component around `trainop run --rm`.
-- `job_component(path)`: a component made from a job file, its `${trialParameters.NAME}`s inputs.
+- `job_component(path)`: a component made from a job file, each `${trialParameters.NAME}` an input.
 
 All run in a stock Python image (`IMAGE`) and pip-install trainop when they start: the wheel of
 this very trainop that the compiled component carries, or the requirement `PACKAGE` names.

@@ -1,0 +1,144 @@
+"""Pictures of benchmarks/operator_vs_upstream.py's results: trainop against upstream v1.9.3.
+
+    python benchmarks/plot.py [RESULTS.json ...] [--out-dir docs/images/benchmarks]
+
+draws one SVG per results file (default: every file under benchmarks/results/ that compares
+trainop with upstream v1.9.3 and says when and where it ran): jobs per second, p95 create ->
+Succeeded, operator CPU seconds per job and API requests per job, one pair of bars per workload,
+with the run's date, trainop commit and machine in the title. The figures are the medians the
+results file holds (benchmarks/report.py prints them as tables). tests/docs/test_pictures.py
+fails when a committed picture is not what this draws from the committed results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+OUT_DIR = HERE.parent / "docs" / "images" / "benchmarks"
+OPERATORS = ("trainop", "upstream v1.9.3")
+COLORS = {"trainop": "#1a73e8", "upstream v1.9.3": "#9aa0a6"}
+#: (median key, panel title, value format)
+PANELS = (
+    ("jobs_per_second", "jobs per second (higher is better)", "{:.2f}"),
+    ("latency_p95", "p95 create → Succeeded, s (lower is better)", "{:.1f}"),
+    ("cpu_per_job", "operator CPU s per job (lower is better)", "{:.3f}"),
+    ("requests_per_job", "API requests per job (lower is better)", "{:.1f}"),
+)
+MEDIAN_KEY = re.compile(r"^(?P<comparison>[^/]+) / (?P<operator>.+) \((?P<limits>\w+)\)$")
+
+
+@dataclass(frozen=True)
+class Workload:
+    label: str
+    figures: dict[str, dict[str, float]]  # operator -> median key -> value
+
+
+def workloads(results: dict[str, Any]) -> list[Workload]:
+    """The results' medians for trainop and upstream v1.9.3, one entry per workload that has
+    both, in the file's order; a saturating comparison is labelled with its job count."""
+    pairs: dict[str, dict[str, dict[str, float]]] = {}
+    for key, medians in results["medians"].items():
+        match = MEDIAN_KEY.match(key)
+        if not match or match["operator"] not in OPERATORS:
+            continue
+        label = _label(match["comparison"], match["limits"], results.get("workload", {}))
+        pairs.setdefault(label, {})[match["operator"]] = medians
+    return [Workload(label, ops) for label, ops in pairs.items() if set(ops) == set(OPERATORS)]
+
+
+def _label(comparison: str, limits: str, workload: dict[str, Any]) -> str:
+    if comparison.endswith("-saturating"):
+        return f"{workload.get('saturate', '?')} jobs at once\n({limits} limits)"
+    return f"{workload.get('jobs', '?')} jobs, {workload.get('rate', 0):g}/s\n({limits} limits)"
+
+
+def plottable(results: dict[str, Any]) -> bool:
+    """Whether a results file says when and where it ran and compares the two operators."""
+    return {"date", "machine", "versions", "medians"} <= set(results) and bool(workloads(results))
+
+
+def title(results: dict[str, Any]) -> str:
+    machine, versions, load = results["machine"], results["versions"], results["workload"]
+    rounds = min(int(m.get("rounds", 1)) for w in workloads(results) for m in w.figures.values())
+    return (
+        f"trainop {versions['trainop']} against Kubeflow's training operator v1.9.3, "
+        f"measured {results['date']}\n"
+        f"{machine['cpus']} cores ({machine['cpu_model']}), {machine['memory_gib']:.0f} GiB, "
+        f"Python {machine['python']}, kube-apiserver {versions['kubernetes']}; "
+        f"{load['replicas']} pods per job, each running {load['run_seconds']:g} s; "
+        f"medians of {rounds} rounds"
+    )
+
+
+def draw(results: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # Byte-for-byte the same SVG on every run: fixed ids, text kept as text, no date.
+    matplotlib.rcParams.update({"svg.hashsalt": "trainop", "svg.fonttype": "none"})
+    import matplotlib.pyplot as plt
+
+    groups = workloads(results)
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(3.1 * len(PANELS), 3.6))
+    for ax, (key, panel_title, fmt) in zip(axes, PANELS, strict=True):
+        _panel(ax, groups, key, panel_title, fmt)
+    axes[0].legend(loc="upper left", fontsize=7, frameon=False)
+    fig.suptitle(title(results), fontsize=8.5)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="svg", metadata={"Date": None})
+    plt.close(fig)
+
+
+def _panel(ax: Axes, groups: list[Workload], key: str, panel_title: str, fmt: str) -> None:
+    width = 0.38
+    for offset, operator in ((-width / 2, OPERATORS[0]), (width / 2, OPERATORS[1])):
+        values = [group.figures[operator][key] for group in groups]
+        xs = [index + offset for index in range(len(groups))]
+        bars = ax.bar(xs, values, width, label=operator, color=COLORS[operator])
+        ax.bar_label(bars, [fmt.format(v) for v in values], fontsize=6.5, padding=1)
+    ax.set_title(panel_title, fontsize=8)
+    ax.set_xticks(range(len(groups)), [group.label for group in groups], fontsize=7)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.margins(y=0.15)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
+def default_inputs() -> list[Path]:
+    return [path for path in sorted(RESULTS.glob("*.json")) if plottable(_read(path))]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("results", nargs="*", type=Path, help="results files (default: all)")
+    parser.add_argument("--out-dir", type=Path, default=OUT_DIR, help="where the SVGs go")
+    args = parser.parse_args(argv)
+    for path in args.results or default_inputs():
+        results = _read(path)
+        if not plottable(results):
+            print(f"{path}: no dated trainop/upstream v1.9.3 medians to plot", file=sys.stderr)
+            return 2
+        out = args.out_dir / f"{path.stem}.svg"
+        draw(results, out)
+        print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
