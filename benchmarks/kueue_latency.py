@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -31,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import audit
+import audit_timeline
 import harness
 import operator_vs_upstream as ovu
 import upstream_operator as upstream
@@ -125,18 +128,25 @@ def run_setup(operator: str, args: argparse.Namespace, round_: int, kueue: Path)
     registry = build_registry(entry_points=False)
     workload = harness.Workload(registry, KINDS, 2)
     crds = all_crds(registry.kinds) + kueue_crds()
-    with ControlPlane(binaries=kubernetes_binaries(), controller_manager=False, crds=crds) as cp:
+    flags = audit.audit_flags(workdir) if args.audit else []
+    with ControlPlane(
+        binaries=kubernetes_binaries(), controller_manager=False, crds=crds, apiserver_flags=flags
+    ) as cp:
         cp.ensure_namespace(harness.NAMESPACE)
         with Kueue(cp, binary=kueue) as running_kueue:
             running_kueue.serve_namespace(harness.NAMESPACE)
             for path, body in queue_objects(str(args.quota)):
                 cp.rest.create(path, {"apiVersion": "kueue.x-k8s.io/v1beta2", **body})
             kubelet = harness.start_kubelet(cp, args.run_seconds, 4, workdir)
-            setup = ovu.Setup("v1.9", operator, upstream.LATEST, KINDS, "raised")
+            setup = ovu.Setup("v1.9", operator, upstream.LATEST, KINDS, "raised", args.jobs, 0)
             operators: list[harness.Process] = []
             try:
-                operators, _ = ovu.start_operators(cp, setup, args, workdir)
-                return measure(operator, args, cp, workload, round_)
+                operators, user = ovu.start_operators(cp, setup, args, workdir)
+                result = measure(operator, args, cp, workload, round_)
+                jobs = set(result.pop("names"))
+                if args.audit:
+                    result["audit"] = audit_timeline.summary(workdir / "audit.log", jobs, user)
+                return result
             finally:
                 for process in [*operators, kubelet]:
                     process.stop()
@@ -146,6 +156,7 @@ def measure(
     operator: str, args: argparse.Namespace, cp: ControlPlane, workload: harness.Workload, r: int
 ) -> Obj:
     jobs = queued_jobs(workload, f"r{r}", args.jobs)
+    load_before = os.getloadavg()[0]
     watch = QueuedJobWatch(cp.rest, workload).start()
     try:
         started = time.monotonic()
@@ -169,6 +180,8 @@ def measure(
         "admitted_to_running_s": _summary(to_running),
         "admitted_to_succeeded_s": _summary(to_done),
         "peak_jobs_running": watch.peak_running,
+        "load_avg_1m": {"before": load_before, "after": os.getloadavg()[0]},
+        "names": sorted(names),
     }
 
 
@@ -204,8 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--operators", default="trainop,upstream")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--audit", action="store_true", help="log every request; add where each job's time went"
+    )
     parser.add_argument("--workdir", type=Path, default=None)
-    args = parser.parse_args(argv)
+    raw_argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(raw_argv)
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kueue-latency-"))
     started = time.monotonic()
     kueue = kueue_binary(build=True)
@@ -217,9 +234,13 @@ def main(argv: list[str] | None = None) -> int:
         for operator in order:
             results.append(run_setup(operator, args, round_, kueue))
             print(table(results[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+            if args.audit:
+                print(json.dumps(results[-1]["audit"]), file=sys.stderr, flush=True)
     print(table(results))
     if args.json:
-        args.json.write_text(json.dumps({"kueue": KUEUE_VERSION, "results": results}, indent=2))
+        command = " ".join(["PYTHONPATH=. python benchmarks/kueue_latency.py", *raw_argv])
+        out = {"command": command, "kueue": KUEUE_VERSION, "results": results}
+        args.json.write_text(json.dumps(out, indent=2))
     return 0
 
 

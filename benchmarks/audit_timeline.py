@@ -1,0 +1,169 @@
+"""Where an admitted job's time goes, read from kube-apiserver's audit log (`audit.audit_flags`).
+
+For each job, the server's own timestamps of the writes between Kueue's unsuspend and the
+operator's Running status (the kubelet stand-in writes one binding and three status patches per
+pod: accept, run, exit; the second is the pod's Running):
+
+- ``to_first_write``: the unsuspend's answer to the operator's first write for the job (its
+  informer, queue and planning: the operator's reaction time);
+- ``status_before_pods``: from that first write to the first pod create's request when the
+  operator wrote the job's status first (zero when pods came first);
+- ``to_first_pod`` / ``to_last_pod``: the unsuspend to the first and the last pod created;
+- ``pods_to_running_write``: the last pod's Running patch to the operator's next status write
+  (how long the operator waited to notice that every pod runs).
+
+    PYTHONPATH=. python benchmarks/audit_timeline.py AUDIT_LOG OPERATOR_USER
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+JOB_RESOURCES = ("pytorchjobs", "tfjobs", "xgboostjobs", "mxjobs")
+WRITES = ("create", "update", "patch")
+PHASES = (
+    "to_first_write",
+    "status_before_pods",
+    "to_first_pod",
+    "to_last_pod",
+    "pods_to_running_write",
+)
+
+
+@dataclass(frozen=True)
+class Write:
+    user: str
+    verb: str
+    resource: str
+    subresource: str
+    name: str
+    received: float
+    completed: float
+
+
+@dataclass
+class JobWrites:
+    job: list[Write] = field(default_factory=list)  # to the job (spec or status)
+    pods: list[Write] = field(default_factory=list)  # pod creates and pods/status patches
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def read_writes(path: Path) -> list[Write]:
+    """Every completed write to a job or a pod, in the order the server answered them."""
+    writes = []
+    with path.open("rb") as handle:
+        for line in handle:
+            event: dict[str, Any] = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITES:
+                continue
+            if ref.get("resource") not in (*JOB_RESOURCES, "pods") or not ref.get("name"):
+                continue
+            if (event.get("responseStatus") or {}).get("code", 200) >= 300:
+                continue
+            writes.append(
+                Write(
+                    user=str((event.get("user") or {}).get("username", "")),
+                    verb=str(event["verb"]),
+                    resource=str(ref["resource"]),
+                    subresource=str(ref.get("subresource", "")),
+                    name=str(ref["name"]),
+                    received=_seconds(event["requestReceivedTimestamp"]),
+                    completed=_seconds(event["stageTimestamp"]),
+                )
+            )
+    return sorted(writes, key=lambda w: w.completed)
+
+
+def by_job(writes: list[Write], jobs: set[str]) -> dict[str, JobWrites]:
+    """Group writes by job name; a pod belongs to the job its name starts with."""
+    grouped: dict[str, JobWrites] = defaultdict(JobWrites)
+    for write in writes:
+        if write.resource == "pods":
+            owner = next((j for j in jobs if write.name.startswith(f"{j}-")), None)
+            if owner is not None:
+                grouped[owner].pods.append(write)
+        elif write.name in jobs:
+            grouped[write.name].job.append(write)
+    return grouped
+
+
+def job_phases(writes: JobWrites, operator: str) -> dict[str, float] | None:
+    """The phases of one job (see the module docstring), None when its timeline is incomplete."""
+    creates = [w for w in writes.pods if w.verb == "create" and w.user == operator]
+    if not creates:
+        return None
+    first_pod, last_pod = creates[0], creates[-1]
+    unsuspends = [
+        w
+        for w in writes.job
+        if w.verb != "create"
+        and w.user != operator
+        and not w.subresource
+        and w.completed <= first_pod.received
+    ]  # fmt: skip: Kueue's, the only other writer of a job's spec
+    if not unsuspends:
+        return None
+    admitted = unsuspends[-1].completed
+    own = [w for w in [*writes.job, *creates] if w.user == operator and w.received >= admitted]
+    first = min(own, key=lambda w: w.received)
+    running = _pods_running(writes.pods, operator)
+    after = [
+        w for w in writes.job
+        if w.user == operator and w.subresource == "status" and w.received >= running
+    ]  # fmt: skip
+    if not after:
+        return None
+    return {
+        "to_first_write": first.received - admitted,
+        "status_before_pods": max(0.0, first_pod.received - first.received),
+        "to_first_pod": first_pod.completed - admitted,
+        "to_last_pod": last_pod.completed - admitted,
+        "pods_to_running_write": after[0].received - running,
+    }
+
+
+def _pods_running(pods: list[Write], operator: str) -> float:
+    """When the last of the job's pods was patched Running (its second status patch)."""
+    patches: dict[str, list[float]] = defaultdict(list)
+    for write in pods:
+        if write.subresource == "status" and write.user != operator:
+            patches[write.name].append(write.completed)
+    return max(times[1] for times in patches.values() if len(times) > 1)
+
+
+def summary(path: Path, jobs: set[str], operator: str) -> dict[str, Any]:
+    """p50/p95 of each phase over `jobs`, and how many jobs had a complete timeline."""
+    phases = [
+        p
+        for p in (job_phases(w, operator) for w in by_job(read_writes(path), jobs).values())
+        if p is not None
+    ]
+    out: dict[str, Any] = {"jobs": len(phases)}
+    for name in PHASES:
+        values = sorted(p[name] for p in phases)
+        if values:
+            p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+            out[name] = {"p50": statistics.median(values), "p95": p95}
+    return out
+
+
+def main(argv: list[str]) -> int:
+    path, operator = Path(argv[0]), argv[1]
+    jobs = {w.name for w in read_writes(path) if w.resource in JOB_RESOURCES}
+    print(json.dumps(summary(path, jobs, operator), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
