@@ -201,6 +201,37 @@ def test_a_first_plan_creates_the_children_then_writes_the_status(
     assert answers.index(("update", "pytorchjobs/status")) > answers.index(("create", "pods"))
 
 
+def suspended(job: dict[str, Any]) -> dict[str, Any]:
+    """The cached job as Kueue leaves it before admission: created, then suspended."""
+    conditions = [
+        {"type": "Created", "status": "True", "reason": "PyTorchJobCreated"},
+        {"type": "Suspended", "status": "True", "reason": "PyTorchJobSuspended"},
+    ]
+    return {**job, "status": {"conditions": conditions}}
+
+
+@pytest.mark.parametrize(
+    ("cached", "children_first"),
+    [
+        pytest.param(suspended, True, id="a resumed job gets its pods before its status"),
+        pytest.param(has_run, False, id="a job that has run gets its status before its pods"),
+    ],
+)
+def test_the_order_of_pods_and_status_write(
+    cluster: Cluster, applier: Applier, cached: Any, children_first: bool
+) -> None:
+    """Kueue's admission unsuspends a job: its pods start one round trip sooner when they are
+    created before the status write (suspension deleted every pod: none can be running)."""
+    name = f"order-{int(children_first)}"
+    job = cached(stored_job(cluster, name))
+    mark = len(cluster.proxy.stats.answered)
+    plan = Plan(create_pods=[pod(job, f"{name}-worker-0")], status=started())
+    assert applier.apply(job, plan, None).errors == []
+    answers = [(i.verb, i.resource) for _, i, _ in cluster.proxy.stats.answered[mark:]]
+    pods_first = answers.index(("create", "pods")) < answers.index(("update", "pytorchjobs/status"))
+    assert pods_first is children_first
+
+
 def test_children_made_by_a_first_plan_for_a_deleted_job_are_deleted_at_once(
     cluster: Cluster, applier: Applier
 ) -> None:

@@ -218,6 +218,34 @@ def test_a_pod_that_ends_is_not_batched_and_replicas_ending_together_make_one_re
     assert controller.queue.get(0) is None  # any other change is batched
 
 
+def test_the_pod_whose_start_makes_every_pod_of_its_job_run_is_not_batched(
+    registry: KindRegistry,
+) -> None:
+    """No rank of a distributed job moves until every rank runs: the last pod's Running is
+    looked at at once, and the job is still reconciled once (the batched add is cancelled)."""
+    clock = FakeClock()
+    controller = StandIn(registry.get("PyTorchJob"), queue=WorkQueue("t", clock=clock))
+    pending = [cached_child(sibling(pod(phase="Pending"), i)) for i in range(2)]
+    cache = {p["metadata"]["name"]: p for p in pending}  # the pod cache, already updated
+    handler = ChildHandler(
+        {"PyTorchJob": controller}, controller.expectations, "pods", 0.1,
+        siblings=lambda _: list(cache.values()),
+    )  # fmt: skip
+
+    def start(old: Obj) -> None:
+        new = changed(old, "2", set_path("status.phase", "Running"))
+        cache[new["metadata"]["name"]] = new
+        handler.on_update(old, new)
+
+    start(pending[0])
+    assert controller.queue.get(0) is None  # the other pod is still pending: batched
+    start(pending[1])
+    assert controller.queue.get(0) == "ns/demo"  # every pod runs: at once, no clock moved
+    controller.queue.done("ns/demo")
+    clock.now += 1
+    assert controller.queue.get(0) is None  # one reconcile for both
+
+
 def test_the_echo_of_our_own_job_write_queues_nothing_and_any_other_change_does(
     controller: StandIn,
 ) -> None:

@@ -86,6 +86,21 @@ def test_add_after_keeps_the_earliest_time_and_waits_for_it() -> None:
     assert q.get(0) == "a"
 
 
+def test_add_cancels_a_pending_add_after_which_would_only_repeat_the_reconcile() -> None:
+    clock = FakeClock()
+    q = WorkQueue("t", clock=clock)
+    q.add_after("a", 0.1)  # e.g. a pod's Running, batched
+    q.add("a")  # the job's last pod Running: at once
+    assert q.get(0) == "a"
+    q.done("a")
+    clock.now += 1
+    assert q.get(0) is None  # the batched add was cancelled, not run a second time
+    assert q.pending() == 0
+    q.add_after("a", 5)  # a later delay is kept (the cancelled entry does not shadow it)
+    clock.now += 5
+    assert q.get(0) == "a"
+
+
 def test_rate_limited_retries_back_off_exponentially_and_forget_resets() -> None:
     backoff = ItemExponentialBackoff(0.005, 1000)
     assert [backoff.when("a") for _ in range(4)] == [0.005, 0.01, 0.02, 0.04]

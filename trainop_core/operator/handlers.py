@@ -18,12 +18,16 @@ then sees them all and writes the job's status once instead of once per replica.
 ends is the exception: its end may be the job's (a PyTorchJob's master, a failure), so it is
 looked at at once (the 0.1 s were most of the gap to upstream's latency from the deciding pod's
 end to the job's Succeeded: 21 against 11 ms p50, 102 against 28 ms p95); replicas that end
-while the job waits in the queue still make one reconcile.
+while the job waits in the queue still make one reconcile. So is the pod whose Running makes
+every pod of its job run: nothing is left to gather, and for distributed training no rank moves
+until every rank is up (the batch period was most of the time from the last pod's Running to the
+job's Running condition under Kueue). Its add cancels the batched one of the job's other pods
+(`WorkQueue.add`), so the job is still reconciled once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from trainop_core.kinds.base import Kind
@@ -37,6 +41,8 @@ from trainop_core.operator.workqueue import WorkQueue
 OWNER_GROUPS = ("kubeflow.org/", "trainer.kubeflow.org/")  # v1 jobs, TrainJobs
 CHILD_BATCH_SECONDS = 0.1  # what it adds to a job's latency at most, per step of its life
 ENDED = ("Succeeded", "Failed")  # a pod entering one of these phases is not batched
+STARTED = ("Running", *ENDED)
+Siblings = Callable[[Obj], Sequence[Obj]]  # the cached pods with the same controller as a pod
 
 
 class Controller(Protocol):
@@ -85,9 +91,11 @@ class ChildHandler:
         expectations: Expectations,
         resource: str,
         batch: float = CHILD_BATCH_SECONDS,
+        siblings: Siblings | None = None,
     ) -> None:
+        """`siblings` (pods only) reads the pod cache, which already holds the event's pod."""
         self.controllers, self.expectations, self.resource = controllers, expectations, resource
-        self.batch = batch
+        self.batch, self.siblings = batch, siblings
 
     def _route(self, obj: Obj) -> tuple[Controller, str, str] | None:
         ref = controller_ref(obj)
@@ -131,10 +139,20 @@ class ChildHandler:
             route[0].queue.add_after(route[1], self.batch)
 
     def _delay(self, old: Obj, new: Obj) -> float:
-        """The batch period, but none for a pod that just ended: its end can be the job's."""
-        if self.resource == "pods" and _phase(new) in ENDED and _phase(old) not in ENDED:
+        """The batch period, but none for a pod that just ended (its end can be the job's) nor
+        for the one whose start makes every pod of its job run."""
+        if self.resource != "pods":
+            return self.batch
+        if _phase(new) in ENDED and _phase(old) not in ENDED:
+            return 0.0
+        if _phase(new) == "Running" and _phase(old) not in STARTED and self._all_started(new):
             return 0.0
         return self.batch
+
+    def _all_started(self, pod: Obj) -> bool:
+        if self.siblings is None:
+            return False
+        return all(_phase(other) in STARTED for other in self.siblings(pod))
 
     def _observed_alike(self, old: Obj, new: Obj, kind: Kind) -> bool:
         """Does the planner see `old` and `new` the same (same owner, same observation)?"""

@@ -33,7 +33,7 @@ from trainop_core.operator.controller import Caches, JobController
 from trainop_core.operator.decorating import operator_decorators
 from trainop_core.operator.effects import Applier
 from trainop_core.operator.expectations import Expectations
-from trainop_core.operator.handlers import ChildHandler, JobHandler
+from trainop_core.operator.handlers import ChildHandler, JobHandler, Siblings
 from trainop_core.operator.health import PROMETHEUS, Endpoints, check_route
 from trainop_core.operator.informer import Informer, ListWatch, RestListWatch
 from trainop_core.operator.kube import (
@@ -189,8 +189,9 @@ class Manager:
             self.controllers[TRAINJOB_KIND.kind] = self._trainjob_controller(caches, plan_options)
         for name in ("pods", "services", "podgroups"):
             if name in self.informers:
+                siblings = _siblings(pods) if name == "pods" else None
                 self.informers[name].add_handler(
-                    ChildHandler(self.controllers, self.expectations, name)
+                    ChildHandler(self.controllers, self.expectations, name, siblings=siblings)
                 )
 
     def _build_progress(
@@ -430,3 +431,12 @@ def _job_state(job: Obj) -> str:
     if "Running" in true:
         return "Running"
     return "Pending" if "Restarting" not in true else ""
+
+
+def _siblings(pods: Informer) -> Siblings:
+    """The cached pods controlled by the same owner as a pod (itself included)."""
+
+    def siblings(pod: Obj) -> list[Obj]:
+        return [p for owner in owner_index(pod) for p in pods.by_index("owner", owner)]
+
+    return siblings

@@ -4,6 +4,11 @@ Contract, as client-go's: an item is queued at most once however often it is add
 an item handed out by `get()` is never handed to another worker until `done()` (the processing set);
 adding it while it is processed queues it again once `done()` is called. `add_after` keeps only the
 earliest pending time per item; `add_rate_limited` asks the rate limiter for the delay.
+
+Unlike client-go, `add` cancels a pending `add_after` of the same item: a reconcile is level-based
+(it reads everything anew and asks for its own next look), so the one `add` starts stands for the
+delayed one, which would only repeat it later (a pod's Running batched for 0.1 s, then the job's
+last pod Running queued at once, made two reconciles of which the second found nothing to do).
 """
 
 from __future__ import annotations
@@ -46,7 +51,10 @@ class WorkQueue:
 
     # --- producers ---------------------------------------------------------------------------
     def add(self, item: Hashable) -> None:
+        """Queue `item` now; a pending `add_after` of it is cancelled (this one stands for it)."""
         with self._cond:
+            if not self._shutting_down:
+                self._ready_at.pop(item, None)  # its heap entry is skipped when it comes due
             self._add_locked(item)
 
     def add_after(self, item: Hashable, delay: float) -> None:
