@@ -132,8 +132,12 @@ class JobWatch:
         self._stop = threading.Event()
         self._closers: list[Any] = []
         self._threads = [
-            threading.Thread(target=self._run, args=(k,), daemon=True) for k in workload.kinds
+            threading.Thread(target=self._run, args=(p,), daemon=True) for p in self._paths()
         ]
+
+    def _paths(self) -> list[str]:
+        kinds = self.workload.kinds
+        return [f"{GROUP_PATH}/namespaces/{NAMESPACE}/{self.workload.plural(k)}" for k in kinds]
 
     def start(self) -> JobWatch:
         for thread in self._threads:
@@ -156,8 +160,7 @@ class JobWatch:
                 self._changed.wait(min(left, 1.0))
         return True
 
-    def _run(self, kind: str) -> None:
-        path = f"{GROUP_PATH}/namespaces/{NAMESPACE}/{self.workload.plural(kind)}"
+    def _run(self, path: str) -> None:
         rv = ""
         while not self._stop.is_set():
             try:
@@ -193,6 +196,33 @@ class JobWatch:
                 else:
                     self.failed.setdefault(name, str(cond.get("message", "")))
                 self._changed.notify_all()
+
+
+class PodWatch(JobWatch):
+    """One list+watch of the pods; notes the monotonic time each pod is first seen Running."""
+
+    def __init__(self, rest: Rest, workload: Workload) -> None:
+        self.running: dict[str, dict[str, float]] = {}  # job name -> pod name -> first Running
+        super().__init__(rest, workload)
+
+    def _paths(self) -> list[str]:
+        return [f"/api/v1/namespaces/{NAMESPACE}/pods"]
+
+    def all_running(self, job: str, pods: int) -> float | None:
+        """When the last of the job's `pods` pods was first seen Running (None: not all were)."""
+        with self._lock:
+            seen = self.running.get(job, {})
+            return max(seen.values()) if len(seen) >= pods else None
+
+    def _see(self, pod: Obj) -> None:
+        if (pod.get("status") or {}).get("phase") not in ("Running", "Succeeded"):
+            return  # a pod seen Succeeded first ran between two events: its end is a bound
+        meta = pod["metadata"]
+        owners = [o for o in meta.get("ownerReferences") or [] if o.get("controller")]
+        if owners:
+            job = str(owners[0].get("name"))
+            with self._lock:
+                self.running.setdefault(job, {}).setdefault(meta["name"], time.monotonic())
 
 
 # --- processes ----------------------------------------------------------------------------------

@@ -200,6 +200,7 @@ def measure(
     workdir: Path,
 ) -> Obj:
     watch = harness.JobWatch(cp.rest, workload).start()
+    pods = harness.PodWatch(cp.rest, workload).start() if args.all_running else None
     try:
         warm = workload.jobs("warmup", args.warmup * len(workload.kinds))
         harness.Submitter(cp.rest, workload, warm, 0).start().join()
@@ -237,9 +238,33 @@ def measure(
         result["profiles"] = [str(p[1]) for p in profilers]
         result["events_by_reason_per_job"] = events_by_reason(cp, names)
         result["reconciles_per_job"] = (reconcile_count(operators) - reconciles) / len(names)
+        if pods is not None:
+            width = {
+                m["metadata"]["name"]: sum(harness.replica_counts(k, workload.replicas).values())
+                for k, m in jobs
+            }
+            result.update(all_running(pods, submitter, width))
         return result
     finally:
         watch.stop()
+        if pods is not None:
+            pods.stop()
+
+
+def all_running(pods: harness.PodWatch, submitter: harness.Submitter, width: dict[str, int]) -> Obj:
+    """From each job's creation until every one of its pods was seen Running: no rank of a
+    distributed job moves before (PyTorch's rendezvous waits for the world)."""
+    waits = []
+    for name, replicas in width.items():
+        running = pods.all_running(name, replicas)
+        if running is not None and name in submitter.created:
+            waits.append(running - submitter.created[name])
+    waits.sort()
+    return {
+        "all_running_jobs": len(waits),
+        "all_running_p50": _quantile(waits, 0.50),
+        "all_running_p95": _quantile(waits, 0.95),
+    }
 
 
 def follow(
@@ -421,12 +446,14 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add = workload_flags(parser, rounds=3, timeout=1800.0)
-    add("--limits", nargs="+", choices=sorted(LIMITS), default=["default", "raised"])
+    add("--limits", nargs="*", choices=sorted(LIMITS), default=["default", "raised"])
     add("--operators", nargs="+", choices=["trainop", "upstream"], default=["trainop", "upstream"])
     add("--no-mxjob", dest="mxjob", action="store_false", help="skip the v1.8.1 MXJob comparison")
     add("--split", action="store_true", help="add a trainop process per kind (a secondary line)")
     saturate = "add the saturating comparison: N jobs created at once, raised limits (0: off)"
     add("--saturate", type=int, default=0, metavar="N", help=saturate)
+    running = "also time each job from its creation until all its pods run (a pod watch)"
+    add("--all-running", action="store_true", help=running)
     add("--profile", action="store_true", help="py-spy record every trainop operator")
     add("--json", type=Path, default=harness.REPO / "benchmarks/results/operator_vs_upstream.json")
     add("--workdir", type=Path, help="logs, audit logs, profiles (default: a new temp dir)")
@@ -469,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rounds",
                 "kubelet_workers",
                 "saturate",
+                "all_running",
             )
         },
         "results": results,
