@@ -327,11 +327,13 @@ def start_trainop(
     burst: int,
     workdir: Path,
     flags: tuple[str, ...] = (),
+    launcher: tuple[str, ...] = ("-m", "trainop_core.operator"),
 ) -> Process:
-    """trainop's operator with the benchmark's settings; `flags` added last (they win)."""
+    """trainop's operator with the benchmark's settings; `flags` added last (they win);
+    `launcher`: what `python` runs (benchmarks/traced_operator.py: the same under tracemalloc)."""
     metrics, probe, webhook = free_port(), free_port(), free_port()
     argv = [
-        sys.executable, "-m", "trainop_core.operator", f"--kubeconfig={kubeconfig}",
+        sys.executable, *launcher, f"--kubeconfig={kubeconfig}",
         # Plain HTTP on loopback, as upstream v1's metrics: no review requests in the counts.
         f"--metrics-bind-address=127.0.0.1:{metrics}", "--metrics-secure=false",
         f"--health-probe-bind-address=127.0.0.1:{probe}",

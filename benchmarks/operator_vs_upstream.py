@@ -200,7 +200,9 @@ def measure(
     workdir: Path,
 ) -> Obj:
     watch = harness.JobWatch(cp.rest, workload).start()
-    pods = harness.PodWatch(cp.rest, workload).start() if args.all_running else None
+    pods = harness.PodWatch(cp.rest, workload) if args.all_running else None
+    if pods is not None:
+        pods.start()
     try:
         warm = workload.jobs("warmup", args.warmup * len(workload.kinds))
         harness.Submitter(cp.rest, workload, warm, 0).start().join()
@@ -457,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--profile", action="store_true", help="py-spy record every trainop operator")
     add("--json", type=Path, default=harness.REPO / "benchmarks/results/operator_vs_upstream.json")
     add("--workdir", type=Path, help="logs, audit logs, profiles (default: a new temp dir)")
-    args = parser.parse_args(argv)
+    raw_argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(raw_argv)
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="operator-vs-upstream-"))
     print(f"work dir: {args.workdir}", flush=True)
     kubernetes_binaries(build=True)  # the control plane's, as scripts/check builds them
@@ -473,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
             result["round"] = round_ + 1
             results.append(result)
             print("  " + report.one_line(result), flush=True)
-    document = {
+    document: Obj = {
+        "command": " ".join(["PYTHONPATH=. python benchmarks/operator_vs_upstream.py", *raw_argv]),
         "date": time.strftime("%Y-%m-%d"),
         "machine": machine(),
         "versions": {
