@@ -7,10 +7,11 @@ A fresh control plane with kube-controller-manager (its garbage collector remove
 job's pods and Services), the kubelet stand-in (every pod runs `--run-seconds`) and trainop's
 operator under benchmarks/traced_operator.py (tracemalloc on; raised client limits). Each batch
 creates `--jobs` jobs (PyTorchJob, TFJob, XGBoostJob taking turns, `--replicas` pods each), waits
-until all Succeeded, deletes them, waits until none of their pods is left and the operator's work
-queue is empty, then reads the operator's RSS and takes a tracemalloc snapshot. Prints, per batch,
-RSS and traced memory; then what grew from the first batch's snapshot to the last's, by line:
-memory that grows with every deleted job shows up there with a count near a multiple of the jobs.
+until all Succeeded, deletes them, waits until none of their pods and Services is left and the
+operator's work queue is empty, then reads the operator's RSS and takes a tracemalloc snapshot.
+Prints, per batch, RSS and traced memory; then what grew from the first batch's snapshot to the
+last's, by line: memory that grows with every deleted job shows up there with a count near a
+multiple of the jobs.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def start_operator(cp: ControlPlane, workdir: Path) -> harness.Process:
 
 
 def batch(cp: ControlPlane, workload: harness.Workload, n: int, args: argparse.Namespace) -> None:
-    """Create the batch's jobs, wait for them, delete them, wait until their pods are gone."""
+    """Create the batch's jobs, wait for them, delete them, wait until their children are gone."""
     jobs = workload.jobs(f"b{n}", args.jobs)
     names = {m["metadata"]["name"] for _, m in jobs}
     watch = harness.JobWatch(cp.rest, workload).start()
@@ -65,10 +66,11 @@ def batch(cp: ControlPlane, workload: harness.Workload, n: int, args: argparse.N
         path = f"{harness.GROUP_PATH}/namespaces/{harness.NAMESPACE}/{workload.plural(kind)}"
         cp.rest.delete(f"{path}/{manifest['metadata']['name']}", propagationPolicy="Background")
     deadline = time.monotonic() + args.timeout
-    while cp.rest.get(f"/api/v1/namespaces/{harness.NAMESPACE}/pods").get("items"):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"batch {n}: pods left after the jobs were deleted")
-        time.sleep(1.0)
+    for plural in ("pods", "services"):
+        while cp.rest.get(f"/api/v1/namespaces/{harness.NAMESPACE}/{plural}").get("items"):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"batch {n}: {plural} left after the jobs were deleted")
+            time.sleep(1.0)
 
 
 def settle(process: harness.Process, timeout: float = 60.0) -> None:

@@ -35,6 +35,8 @@ PANELS = (
     ("cpu_per_job", "operator CPU s per job (lower is better)", "{:.3f}"),
     ("requests_per_job", "API requests per job (lower is better)", "{:.1f}"),
 )
+#: drawn when the run timed it (`--all-running`)
+ALL_RUNNING = ("all_running_p95", "p95 create → all pods Running, s (lower is better)", "{:.2f}")
 MEDIAN_KEY = re.compile(r"^(?P<comparison>[^/]+) / (?P<operator>.+) \((?P<limits>\w+)\)$")
 
 
@@ -90,8 +92,10 @@ def draw(results: dict[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     groups = workloads(results)
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(3.1 * len(PANELS), 3.6))
-    for ax, (key, panel_title, fmt) in zip(axes, PANELS, strict=True):
+    timed = all(g.figures[o].get(ALL_RUNNING[0]) is not None for g in groups for o in OPERATORS)
+    panels = (*PANELS, ALL_RUNNING) if timed else PANELS
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.6))
+    for ax, (key, panel_title, fmt) in zip(axes, panels, strict=True):
         _panel(ax, groups, key, panel_title, fmt)
     axes[0].legend(loc="upper left", fontsize=7, frameon=False)
     fig.suptitle(title(results), fontsize=8.5)

@@ -141,3 +141,19 @@ def test_the_recorder_remembers_a_bounded_number_of_events(
     recorder.stop()
     counts = sorted((e["message"], e["count"]) for e in written(client, "j", cluster.namespace))
     assert counts == [("a", 1), ("a", 1), ("b", 1), ("c", 2)]
+
+
+def test_a_deleted_jobs_events_are_forgotten_at_once(cluster: Cluster, client: KubeClient) -> None:
+    """Memory must not grow with deleted jobs: `forget` drops a job's correlation state (a repeat
+    afterwards is a new Event, as after the LRU evicted it), and only that job's."""
+    recorder = EventRecorder(client)
+    for name in ("gone", "kept"):
+        recorder.record(job(cluster.namespace, name), "Normal", "Reason", "m", "c")
+    wait_for(lambda: requests(cluster, "create") == 2, what="both written")
+    recorder.forget(cluster.namespace, "gone")
+    for name in ("gone", "kept"):
+        recorder.record(job(cluster.namespace, name), "Normal", "Reason", "m", "c")
+    wait_for(lambda: len(written(client, "gone", cluster.namespace)) == 2, what="a new Event")
+    wait_for(lambda: written(client, "kept", cluster.namespace)[0]["count"] == 2, what="count 2")
+    recorder.stop()
+    assert len(written(client, "kept", cluster.namespace)) == 1

@@ -175,6 +175,7 @@ class JobController:
         for exp_key in expectation_keys(self.kind, ns, name):
             self.expectations.forget(exp_key)
         self.applier.objects.forget(ns, name)
+        self.applier.recorder.forget(ns, name)
         self.prepared.forget(key)
         with self._lock:
             self._fresher.pop(key, None)
