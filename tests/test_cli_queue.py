@@ -141,3 +141,13 @@ def test_a_damaged_queue_configuration_is_named_and_nothing_is_created(
     assert main(["queue", "list"]) == 2
     assert "queues.json: cannot be read" in capsys.readouterr().err
     assert not (home / "jobs" / "default" / "job").exists()
+
+
+def test_a_fifo_at_the_queue_configuration_is_refused_at_once_not_waited_on(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home.mkdir()
+    os.mkfifo(home / "queues.json")
+    assert main(["queue", "list"]) == 2  # before, this waited forever for a writer
+    err = capsys.readouterr().err
+    assert "queues.json: cannot be read:" in err and "is not a regular file" in err
