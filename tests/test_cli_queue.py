@@ -101,6 +101,10 @@ def test_submit_queue_waits_for_the_quota_set_by_queue_set_and_get_says_why(
         (["queue", "set", "q"], "error: give --cpu, --memory or both"),
         (["queue", "set", "q", "--cpu", "lots"], "error: --cpu: 'lots' is not a quantity"),
         (["queue", "set", "q", "--memory=-1Gi"], "error: --memory: '-1Gi' is not a non-neg"),
+        (["queue", "set", "q", "--cpu", "1e400"], "error: --cpu: '1e400' is larger than"),
+        (["queue", "set", "q", "--cpu", "1e30"], "error: --cpu: '1e30' is larger than"),
+        (["queue", "set", "q", "--memory", "1e400Ei"], "error: --memory: '1e400Ei' is larg"),
+        (["queue", "set", "q", "--cpu", "0.0001"], "error: --cpu: '0.0001' is finer than 1m"),
         (["queue", "priority", "high", "1e3"], "error: VALUE: '1e3' is not an integer"),
         (["queue", "priority", "high", "2000000000"], "error: VALUE: 2000000000 is outside"),
     ],
@@ -109,6 +113,10 @@ def test_submit_queue_waits_for_the_quota_set_by_queue_set_and_get_says_why(
         "a quota with nothing in it",
         "a CPU that is not a quantity",
         "a negative memory",
+        "a CPU no double can hold",
+        "a CPU over Kubernetes' bound",
+        "a memory no double can hold",
+        "a CPU finer than a millicore",
         "a priority that is not an integer",
         "a priority only system classes may have",
     ],
@@ -151,3 +159,12 @@ def test_a_fifo_at_the_queue_configuration_is_refused_at_once_not_waited_on(
     assert main(["queue", "list"]) == 2  # before, this waited forever for a writer
     err = capsys.readouterr().err
     assert "queues.json: cannot be read:" in err and "is not a regular file" in err
+
+
+def test_the_largest_quota_kubernetes_allows_is_written_and_read_back(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["queue", "set", "q", "--cpu", str(2**63 - 1), "--memory", "7Ei"]) == 0
+    capsys.readouterr()
+    assert main(["queue", "list"]) == 0  # what was written can be read back
+    assert "q" in capsys.readouterr().out
