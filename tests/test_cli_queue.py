@@ -151,6 +151,22 @@ def test_a_damaged_queue_configuration_is_named_and_nothing_is_created(
     assert not (home / "jobs" / "default" / "job").exists()
 
 
+def test_queue_reset_repairs_a_damaged_configuration_keeping_it_aside(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home.mkdir()
+    (home / "queues.json").write_text('{"queues": {"q": {"cpu": "1e400"}}}')
+    assert main(["queue", "set", "q", "--cpu", "2"]) == 2
+    assert "`trainop queue reset`" in capsys.readouterr().err  # the repair is named
+    assert main(["queue", "reset"]) == 0
+    assert "queues.json.bak" in capsys.readouterr().out
+    assert (home / "queues.json.bak").read_text().endswith('"1e400"}}}')
+    assert main(["queue", "list"]) == 0
+    assert main(["queue", "set", "q", "--cpu", "2"]) == 0
+    assert main(["queue", "reset"]) == 0 and main(["queue", "reset"]) == 0
+    assert "nothing was set" in capsys.readouterr().out
+
+
 def test_a_fifo_at_the_queue_configuration_is_refused_at_once_not_waited_on(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -531,7 +531,7 @@ def test_the_kubernetes_client_backend_refuses_a_bad_or_planned_trainjob_before_
     ids=["none: every v1 kind, no TrainJob", "TrainJob alone", "case-insensitive, with a v1 kind"],
 )
 def test_trainjob_is_an_opt_in_scheme(names: tuple[str, ...], expected: Any) -> None:
-    from trainop_core.runtimes.operator import split_schemes
+    from trainop_core.runtimes.kind import split_schemes
 
     assert split_schemes(names) == expected
 
