@@ -171,3 +171,16 @@ def test_a_client_hanging_up_costs_at_most_one_short_debug_line(
     assert len(records) <= HANG_UPS and all("\n" not in r.getMessage() for r in records)
     assert not any(r.exc_info for r in records)
     assert "Traceback" not in capfd.readouterr().err  # socketserver's own printing
+
+
+# --- the certificate directory's default ---------------------------------------------------------
+def test_outside_a_cluster_the_cert_dir_default_is_private_not_under_tmp(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from trainop_core.operator.webhook.options import IN_CLUSTER_CERT_DIR, default_cert_dir
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_cert_dir() == str(tmp_path / ".trainop" / "webhook-certs")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")  # but no service account mounted
+    assert default_cert_dir() != IN_CLUSTER_CERT_DIR
