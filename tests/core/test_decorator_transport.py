@@ -23,7 +23,7 @@ STEP = 0.05  # one byte every STEP: every single read returns well within any so
 
 # What the server sends at once, then what it sends one byte every STEP.
 PHASES = {
-    # a TLS record header announcing 16 KiB, then its body a byte at a time: the handshake never ends
+    # a TLS record header announcing 16 KiB, then its body a byte at a time: no handshake ends
     "the TLS handshake": (b"\x16\x03\x03\x40\x00", b"\x00"),
     "the status line": (b"HTTP/1.1 200 ", b"O"),
     "the headers": (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n", b"X-Slow: 1\r\n"),
