@@ -101,6 +101,10 @@ def test_submit_queue_waits_for_the_quota_set_by_queue_set_and_get_says_why(
         (["queue", "set", "q"], "error: give --cpu, --memory or both"),
         (["queue", "set", "q", "--cpu", "lots"], "error: --cpu: 'lots' is not a quantity"),
         (["queue", "set", "q", "--memory=-1Gi"], "error: --memory: '-1Gi' is not a non-neg"),
+        (["queue", "set", "q", "--cpu", "1e400"], "error: --cpu: '1e400' is larger than"),
+        (["queue", "set", "q", "--cpu", "1e30"], "error: --cpu: '1e30' is larger than"),
+        (["queue", "set", "q", "--memory", "1e400Ei"], "error: --memory: '1e400Ei' is larg"),
+        (["queue", "set", "q", "--cpu", "0.0001"], "error: --cpu: '0.0001' is finer than 1m"),
         (["queue", "priority", "high", "1e3"], "error: VALUE: '1e3' is not an integer"),
         (["queue", "priority", "high", "2000000000"], "error: VALUE: 2000000000 is outside"),
     ],
@@ -109,6 +113,10 @@ def test_submit_queue_waits_for_the_quota_set_by_queue_set_and_get_says_why(
         "a quota with nothing in it",
         "a CPU that is not a quantity",
         "a negative memory",
+        "a CPU no double can hold",
+        "a CPU over Kubernetes' bound",
+        "a memory no double can hold",
+        "a CPU finer than a millicore",
         "a priority that is not an integer",
         "a priority only system classes may have",
     ],
@@ -141,3 +149,38 @@ def test_a_damaged_queue_configuration_is_named_and_nothing_is_created(
     assert main(["queue", "list"]) == 2
     assert "queues.json: cannot be read" in capsys.readouterr().err
     assert not (home / "jobs" / "default" / "job").exists()
+
+
+def test_queue_reset_repairs_a_damaged_configuration_keeping_it_aside(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home.mkdir()
+    (home / "queues.json").write_text('{"queues": {"q": {"cpu": "1e400"}}}')
+    assert main(["queue", "set", "q", "--cpu", "2"]) == 2
+    assert "`trainop queue reset`" in capsys.readouterr().err  # the repair is named
+    assert main(["queue", "reset"]) == 0
+    assert "queues.json.bak" in capsys.readouterr().out
+    assert (home / "queues.json.bak").read_text().endswith('"1e400"}}}')
+    assert main(["queue", "list"]) == 0
+    assert main(["queue", "set", "q", "--cpu", "2"]) == 0
+    assert main(["queue", "reset"]) == 0 and main(["queue", "reset"]) == 0
+    assert "nothing was set" in capsys.readouterr().out
+
+
+def test_a_fifo_at_the_queue_configuration_is_refused_at_once_not_waited_on(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home.mkdir()
+    os.mkfifo(home / "queues.json")
+    assert main(["queue", "list"]) == 2  # before, this waited forever for a writer
+    err = capsys.readouterr().err
+    assert "queues.json: cannot be read:" in err and "is not a regular file" in err
+
+
+def test_the_largest_quota_kubernetes_allows_is_written_and_read_back(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["queue", "set", "q", "--cpu", str(2**63 - 1), "--memory", "7Ei"]) == 0
+    capsys.readouterr()
+    assert main(["queue", "list"]) == 0  # what was written can be read back
+    assert "q" in capsys.readouterr().out

@@ -10,6 +10,9 @@ symbolic link where one is about to be written gets nothing:
   it, which `os.replace` then renames over the path (a rename replaces a link, never follows
   it), so readers see the old content or the new, never a part;
 - a file kept open for appending (logs, events, locks) is opened with O_NOFOLLOW;
+- a state file is read with `read_state_bytes`: opened with O_NOFOLLOW|O_NONBLOCK (a link is
+  refused, a FIFO does not block the open), refused unless it is a regular file, and read only up
+  to a bound;
 - a private temporary directory is `tempfile.mkdtemp` (a random name, mode 0700), never a fixed
   name in the shared temporary directory.
 
@@ -32,6 +35,7 @@ DIR_MODE = 0o700
 
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _APPEND = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _LOCK = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -86,6 +90,22 @@ def open_append(path: str | os.PathLike[str], mode: str = "ab") -> IO[Any]:
 def append_fd(path: str | os.PathLike[str]) -> int:
     """`open_append` as a bare descriptor (for a child's standard output)."""
     return _open_nofollow(path, _APPEND)
+
+
+def read_state_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of the regular file at `path`: OSError naming the path if it is a link or not a
+    regular file (a FIFO, a device, a directory: nothing of it is read), ValueError if it holds
+    more than `limit` bytes (at most `limit + 1` are read to find out)."""
+    fd = _open_nofollow(path, _READ)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        why = "is not a regular file (state is read from regular files only)"
+        raise OSError(errno.EINVAL, why, str(path))
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(limit + 1)
+    if len(raw) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return raw
 
 
 def open_lock(path: str | os.PathLike[str]) -> int:

@@ -30,3 +30,24 @@ def test_importing_the_core_loads_no_optional_framework() -> None:
         timeout=60,
     )
     assert result.stdout.strip() == ""
+
+
+def test_every_runtimes_module_can_be_imported_first() -> None:
+    """No import cycle between runtimes and the operator: each runtimes module, imported alone in
+    a fresh interpreter, loads (a cycle shows only when one of its modules is imported first)."""
+    modules = [
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in sorted((ROOT / "trainop_core").rglob("*.py"))
+        if p.name != "__init__.py" and "testing" not in p.parts and p.name != "__main__.py"
+    ]
+    probe = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)"
+    failed = []
+    for chunk in ("runtimes",):
+        for module in [m for m in modules if f".{chunk}." in m]:
+            result = subprocess.run(
+                [sys.executable, "-c", probe, module], cwd=ROOT, env={"PYTHONPATH": str(ROOT)},
+                capture_output=True, text=True, check=False, timeout=120,
+            )  # fmt: skip
+            if result.returncode != 0:
+                failed.append(f"{module}: {result.stderr.strip().splitlines()[-1]}")
+    assert failed == []

@@ -16,6 +16,7 @@ from trainop_core.private_files import (
     open_lock,
     private_dir,
     private_temp_dir,
+    read_state_bytes,
     replace,
     write_new,
 )
@@ -125,3 +126,30 @@ def test_a_planted_link_or_open_directory_is_never_taken_for_a_private_one(tmp_p
     with pytest.raises(OSError, match="open to other users"):
         private_dir(shared)
     assert list(elsewhere.iterdir()) == []  # nothing was written through the link
+
+
+@pytest.mark.parametrize(
+    ("plant", "why"),
+    [
+        (lambda p: os.mkfifo(p), "is not a regular file"),
+        (lambda p: os.symlink("/dev/zero", p), "is a symbolic link"),
+        (lambda p: p.mkdir(), "is not a regular file"),
+    ],
+    ids=["a FIFO (which would block a plain open)", "a link to /dev/zero", "a directory"],
+)
+def test_a_state_read_refuses_what_is_not_a_regular_file_without_blocking(
+    tmp_path: Path, plant: Callable[[Path], object], why: str
+) -> None:
+    path = tmp_path / "queues.json"
+    plant(path)
+    with pytest.raises(OSError, match=why) as caught:
+        read_state_bytes(path, 1024)  # a plain open of the FIFO would wait here for a writer
+    assert str(path) in str(caught.value)
+
+
+def test_a_state_read_is_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    path.write_bytes(b"x" * 2048)
+    assert read_state_bytes(path, 2048) == b"x" * 2048
+    with pytest.raises(ValueError, match="larger than 1024 bytes"):
+        read_state_bytes(path, 1024)

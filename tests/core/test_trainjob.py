@@ -435,6 +435,22 @@ def test_a_bad_runtime_file_names_the_file_and_field(
     assert "bad.yaml" in err and "spec.mlPolicy.numNodes: must be at least 1" in err
 
 
+@pytest.mark.parametrize("command", ["render", "validate"])
+def test_a_runtime_file_too_large_is_blamed_on_the_file_not_the_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    from trainop_core.cli.main import main
+
+    runtimes = tmp_path / "runtimes"
+    runtimes.mkdir()
+    (runtimes / "big.yaml").write_text(json.dumps(runtime(torch={}, pad="x" * (4 * 2**20))))
+    (tmp_path / "tj.yaml").write_text(json.dumps(trainjob()))
+    assert main([command, str(tmp_path / "tj.yaml"), "--runtimes", str(runtimes)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{runtimes / 'big.yaml'}: is larger than 3 MiB"), err
+    assert "tj.yaml" not in err
+
+
 def test_pods_and_services_are_owned_by_the_trainjob() -> None:
     kind, job = prepare_trainjob(Document(trainjob(), ""))
     job.metadata.uid = "uid-1"
@@ -531,7 +547,7 @@ def test_the_kubernetes_client_backend_refuses_a_bad_or_planned_trainjob_before_
     ids=["none: every v1 kind, no TrainJob", "TrainJob alone", "case-insensitive, with a v1 kind"],
 )
 def test_trainjob_is_an_opt_in_scheme(names: tuple[str, ...], expected: Any) -> None:
-    from trainop_core.runtimes.operator import split_schemes
+    from trainop_core.runtimes.kind import split_schemes
 
     assert split_schemes(names) == expected
 

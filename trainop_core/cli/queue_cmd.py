@@ -58,6 +58,16 @@ def register(subparsers: Any) -> None:
     priority.add_argument("name", metavar="NAME", help="the class name")
     priority.add_argument("value", metavar="VALUE", help=f"an integer up to {MAX_PRIORITY}")
     priority.set_defaults(func=run_priority)
+    reset = sub.add_parser(
+        "reset",
+        help="forget every quota and priority class (repairs a damaged queues.json)",
+        description=(
+            "Put $TRAINOP_HOME/queues.json aside as queues.json.bak, whatever it holds (the "
+            "repair when it is damaged): every queue then gets this machine's quota and only "
+            "Kubernetes' system priority classes are known. Queued jobs keep their priority."
+        ),
+    )
+    reset.set_defaults(func=run_reset)
 
 
 def run_set(args: argparse.Namespace) -> int:
@@ -114,6 +124,22 @@ def run_priority(args: argparse.Namespace) -> int:
     except (TrainopError, OSError) as err:
         return _failed(err)
     print(f"priority class {args.name}: {value}")
+    return EXIT_OK
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    from trainop_core.backends.local.queue import admit, reset_config
+    from trainop_core.backends.local.spawn import spawn_supervisor
+    from trainop_core.backends.local.state import StateRoot
+
+    root = StateRoot()
+    try:
+        kept = reset_config(root)
+        if kept is not None:
+            admit(root, spawn=spawn_supervisor)  # the machine's quota may admit jobs at once
+    except (TrainopError, OSError) as err:
+        return _failed(err)
+    print("queues reset" + (f" (the old configuration is {kept})" if kept else ": nothing was set"))
     return EXIT_OK
 
 

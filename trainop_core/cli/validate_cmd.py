@@ -82,8 +82,8 @@ def _validate_v2(doc: Document, runtimes: str | None) -> bool:
         obj = parse_v2(doc.data)
         if isinstance(obj, v2.TrainJob):
             prepare_trainjob(doc, runtimes)
-    except InvalidJobError as err:
-        _report(InvalidJobError(err.problems, source=doc.source, job=err.job))
+    except InvalidJobError as err:  # a runtime file's own error keeps that file's name
+        _report(InvalidJobError(err.problems, source=err.source or doc.source, job=err.job))
         return False
     print(f"{doc.source}: {obj.kind}/{obj.name}: valid")
     return True

@@ -58,6 +58,7 @@ from trainop_core.operator.recorder import EventRecorder
 from trainop_core.operator.webhook import Webhooks
 from trainop_core.planner.types import PlanOptions
 from trainop_core.runtimes.kind import KIND as TRAINJOB_KIND
+from trainop_core.runtimes.kind import split_schemes
 from trainop_core.runtimes.operator import (
     CLUSTER_TRAINING_RUNTIMES,
     TRAINING_RUNTIMES,
@@ -65,7 +66,6 @@ from trainop_core.runtimes.operator import (
     RuntimeHandler,
     TrainJobApplier,
     TrainJobController,
-    split_schemes,
 )
 
 log = logging.getLogger(__name__)

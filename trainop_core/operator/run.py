@@ -18,7 +18,7 @@ from trainop_core.decorators.config import load_decorator_config
 from trainop_core.errors import InvalidJobError
 from trainop_core.kinds.table import build_registry
 from trainop_core.operator.options import add_flags, options_from_args
-from trainop_core.runtimes.operator import split_schemes
+from trainop_core.runtimes.kind import split_schemes
 
 log = logging.getLogger("trainop_core.operator")
 

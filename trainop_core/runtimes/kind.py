@@ -174,3 +174,15 @@ KIND = Kind(
     start_after=_start_after,
     primary_types=(LAUNCHER, NODE),  # mpirun forwards every rank's output to the launcher
 )
+
+
+SCHEME = KIND.kind  # --enable-scheme TrainJob
+
+
+def split_schemes(names: Sequence[str]) -> tuple[list[str], bool]:
+    """(--enable-scheme names of v1 kinds, whether TrainJob is enabled). TrainJob is opt-in:
+    without it no trainer.kubeflow.org resource is watched (its CRDs need not exist). Here, not
+    in runtimes.operator, so the operator's command line can read it without importing the
+    controller (runtimes.operator imports trainop_core.operator: a cycle)."""
+    v1 = [n for n in names if n.lower() != SCHEME.lower()]
+    return v1, len(v1) != len(names)

@@ -7,7 +7,7 @@ ClusterTrainingRuntimes, and the status written as Trainer's (the planner's own 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from trainop_core.api import trainjob as v2
@@ -20,24 +20,15 @@ from trainop_core.operator.effects import Applier
 from trainop_core.operator.informer import Informer, object_key
 from trainop_core.operator.kube import Obj, Resource
 from trainop_core.runtimes.catalog import RuntimeCatalog, RuntimeNotFoundError
-from trainop_core.runtimes.kind import KIND
 from trainop_core.runtimes.prepare import prepare_trainjob
 from trainop_core.runtimes.status import decode_status, encode_status
 
 log = logging.getLogger(__name__)
-SCHEME = KIND.kind  # --enable-scheme TrainJob
 TRAINJOBS = Resource(v2.GROUP, v2.VERSION, "trainjobs", v2.TRAINJOB)
 TRAINING_RUNTIMES = Resource(v2.GROUP, v2.VERSION, "trainingruntimes", v2.TRAINING_RUNTIME)
 CLUSTER_TRAINING_RUNTIMES = Resource(
     v2.GROUP, v2.VERSION, "clustertrainingruntimes", v2.CLUSTER_TRAINING_RUNTIME, namespaced=False
 )
-
-
-def split_schemes(names: Sequence[str]) -> tuple[list[str], bool]:
-    """(--enable-scheme names of v1 kinds, whether TrainJob is enabled). TrainJob is opt-in:
-    without it no trainer.kubeflow.org resource is watched (its CRDs need not exist)."""
-    v1 = [n for n in names if n.lower() != SCHEME.lower()]
-    return v1, len(v1) != len(names)
 
 
 class RuntimeMissing(TrainopError):

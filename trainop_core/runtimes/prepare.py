@@ -48,10 +48,11 @@ def prepare_trainjob(
     from trainop_core.api.validation import prepare
 
     job = check_trainjob(doc)
+    catalog = catalog_for(runtimes)  # a bad runtime file's error names that file, not the job
     try:
         if namespace is not None:
             job.metadata.namespace = job.metadata.namespace or namespace
-        runtime = catalog_for(runtimes).find(job.spec.runtime_ref, job.namespace)
+        runtime = catalog.find(job.spec.runtime_ref, job.namespace)
         problems = runtime_problems(job, runtime)
         try:
             kind, planned = prepare(translate(job, runtime))

@@ -151,8 +151,23 @@ def change_config(root: StateRoot, change: Callable[[QueueConfig], None]) -> Que
     return config
 
 
+def reset_config(root: StateRoot) -> Path | None:
+    """Put `queues.json` aside (renamed `queues.json.bak`, for whoever wants to recover it), under
+    the queue lock, so the defaults apply: the repair for a damaged file. None if there was none.
+    Queued jobs keep the priority fixed at their creation."""
+    path = config_file(root)
+    if not root.home.is_dir():
+        return None
+    with flocked(lock_file(root)):
+        try:
+            os.replace(path, path.with_name(path.name + ".bak"))
+        except FileNotFoundError:
+            return None
+    return path.with_name(path.name + ".bak")
+
+
 def _config_error(path: Path, what: str) -> InvalidConfigError:
-    problem = Problem("", f"cannot be read: {what[:200]} (fix or remove it)")
+    problem = Problem("", f"cannot be read: {what[:200]} (fix it, or `trainop queue reset`)")
     return InvalidConfigError([problem], source=str(path))
 
 

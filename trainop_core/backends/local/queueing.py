@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
 from trainop_core.errors import InvalidJobError, Problem
@@ -73,6 +73,11 @@ class Resources:
         return cls(values["cpu"], values["memory"])
 
 
+# A quantity, as Kubernetes bounds one: at most 2^63-1 in its base unit (cores, bytes), with at
+# most three decimal places.
+MAX_QUANTITY = Decimal(2**63 - 1)
+
+
 def quantity(value: object, what: str) -> Decimal:
     """A non-negative Kubernetes quantity; ValueError saying `what` was wrong."""
     text = str(value).strip()
@@ -84,6 +89,10 @@ def quantity(value: object, what: str) -> Decimal:
         raise ValueError(f"{what}: {text[:40]!r} is not a quantity (e.g. 2, 500m, 4Gi)") from None
     if not number.is_finite() or number < 0:
         raise ValueError(f"{what}: {text[:40]!r} is not a non-negative quantity")
+    if number > MAX_QUANTITY:  # Kubernetes' bound on any quantity: it caps, trainop refuses
+        raise ValueError(f"{what}: {text[:40]!r} is larger than {MAX_QUANTITY} (2^63-1)")
+    if number != number.quantize(Decimal("0.001"), rounding=ROUND_CEILING):
+        raise ValueError(f"{what}: {text[:40]!r} is finer than 1m (0.001), as in Kubernetes")
     return number
 
 

@@ -42,7 +42,7 @@ from trainop_core.api.names import is_job_name, is_namespace, is_replica
 from trainop_core.api.reader import check_tree
 from trainop_core.api.types import format_time, utc_now
 from trainop_core.errors import DamagedJobError, InvalidJobError, NotFoundError
-from trainop_core.private_files import DIR_MODE, open_append, replace
+from trainop_core.private_files import DIR_MODE, open_append, read_state_bytes, replace
 
 from .leases import is_held
 
@@ -105,12 +105,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """A state file's JSON; ValueError for anything trainop did not write: larger than
-    MAX_STATE_BYTES, not JSON, or beyond a job source's bounds (nesting, values, integers)."""
-    with path.open("rb") as handle:
-        raw = handle.read(MAX_STATE_BYTES + 1)
-    if len(raw) > MAX_STATE_BYTES:
-        raise ValueError(f"larger than {MAX_STATE_BYTES // 2**20} MiB")
+    """A state file's JSON; OSError for a link or anything not a regular file; ValueError for
+    anything trainop did not write: larger than MAX_STATE_BYTES, not JSON, or beyond a job
+    source's bounds (nesting, values, integers)."""
+    try:
+        raw = read_state_bytes(path, MAX_STATE_BYTES)  # no link, no FIFO, bounded
+    except ValueError:
+        raise ValueError(f"larger than {MAX_STATE_BYTES // 2**20} MiB") from None
     try:
         data = json.loads(raw)
         check_tree(data)

@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from trainop_core.operator.webhook.certs import CA_VALIDITY, LOOKAHEAD, SERVING_VALIDITY, Validity
 
@@ -18,6 +19,18 @@ SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 CERT_MODES = ("self", "external")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+IN_CLUSTER_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def default_cert_dir() -> str:
+    """controller-runtime's fixed path in a pod (the Secret mounted there); outside a cluster a
+    directory in the user's home, which no other local user can plant."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.isdir(SERVICE_ACCOUNT_DIR):
+        return IN_CLUSTER_CERT_DIR
+    return str(Path.home() / ".trainop" / "webhook-certs")
 
 
 @dataclass(frozen=True)
@@ -30,7 +43,7 @@ class WebhookOptions:
     secret_name: str = "training-operator-webhook-cert"
     namespace: str = ""  # of the Service and Secret; "": the operator's own
     cert_management: str = "self"  # or "external" (cert-manager writes cert_dir)
-    cert_dir: str = "/tmp/k8s-webhook-server/serving-certs"
+    cert_dir: str = IN_CLUSTER_CERT_DIR
     host_names: tuple[str, ...] = ()  # extra names/IPs for the serving certificate
     validating_configuration: str = "validator.training-operator.kubeflow.org"
     mutating_configuration: str = "defaulter.training-operator.kubeflow.org"
@@ -85,7 +98,14 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
         help="self: the operator makes, renews and injects its certificates; external: "
         "cert-manager (or another) writes tls.crt/tls.key into --webhook-cert-dir",
     )
-    add("--webhook-cert-dir", default="/tmp/k8s-webhook-server/serving-certs")
+    add(
+        "--webhook-cert-dir",
+        default=None,
+        help="where tls.crt/tls.key are read with external management (default: "
+        f"{IN_CLUSTER_CERT_DIR} in a cluster, where the Secret is mounted; else "
+        "~/.trainop/webhook-certs: a fixed path under the shared temporary directory could be "
+        "planted by another local user)",
+    )
     add(
         "--webhook-host-names",
         default="",
@@ -155,7 +175,7 @@ def webhook_options_from_args(args: argparse.Namespace) -> WebhookOptions:
         secret_name=args.webhook_secret_name,
         namespace=args.webhook_namespace,
         cert_management=args.webhook_cert_management,
-        cert_dir=args.webhook_cert_dir,
+        cert_dir=args.webhook_cert_dir or default_cert_dir(),
         host_names=hosts,
         validating_configuration=args.webhook_validating_configuration,
         mutating_configuration=args.webhook_mutating_configuration,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trainop_core.api import trainjob as v2
@@ -50,13 +50,54 @@ class BadReview(ValueError):
 
 
 def request_of(body: Any) -> dict[str, Any]:
-    """The `request` of an AdmissionReview body; BadReview if there is none."""
+    """The `request` of an AdmissionReview body; BadReview naming the first field that is not
+    what kube-apiserver sends (a review is read only once its request has the right shape)."""
     if not isinstance(body, Mapping) or body.get("kind") != KIND:
         raise BadReview(f"expected an {API_VERSION} {KIND}")
     request = body.get("request")
-    if not isinstance(request, Mapping) or not isinstance(request.get("uid"), str):
-        raise BadReview("the AdmissionReview has no request with a uid")
+    if not isinstance(request, Mapping):
+        raise BadReview(f"request: must be an object, got {_json_type(request)}")
+    for problem in _request_problems(request):
+        raise BadReview(problem)
     return dict(request)
+
+
+# What a review reads of its request, and what kube-apiserver always sends there.
+_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+_GVK = ("group", "version", "kind")
+
+
+def _request_problems(request: Mapping[str, Any]) -> Iterator[str]:
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        yield f"request.uid: must be a non-empty string, got {_json_type(uid)}"
+    kind = request.get("kind")
+    if not isinstance(kind, Mapping) or not all(isinstance(kind.get(k), str) for k in _GVK):
+        yield f"request.kind: must be an object of strings {_GVK}, got {_json_type(kind)}"
+    operation = request.get("operation")
+    if operation not in _OPERATIONS:
+        yield f"request.operation: must be one of {', '.join(_OPERATIONS)}, got {_shown(operation)}"
+    for key in ("namespace", "name"):
+        if not isinstance(request.get(key, ""), str):
+            yield f"request.{key}: must be a string, got {_json_type(request[key])}"
+    for key in ("object", "oldObject"):
+        value = request.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            yield f"request.{key}: must be an object or null, got {_json_type(value)}"
+
+
+def _json_type(value: Any) -> str:
+    """How JSON calls the type of `value` (never the value: it is the caller's data)."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number"
+    return next((name for t, name in names.items() if isinstance(value, t)), "something else")
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value)[:40] if isinstance(value, str) else _json_type(value)
 
 
 def validate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:

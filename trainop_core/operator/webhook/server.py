@@ -6,18 +6,24 @@ ClusterTrainingRuntime (`V2_KINDS`, `v2_webhook_path`).
 
 Its certificate can be replaced while it serves (`use_certificate`: renewal); each connection is
 handshaken in its own thread with the certificate current at that moment. Requests are bounded:
-a body of at most MAX_BODY_BYTES, read within READ_TIMEOUT. An unexpected error answers 500, so
-the API server applies the webhook's failurePolicy.
+a body of at most MAX_BODY_BYTES, read within READ_TIMEOUT. A body that is not an AdmissionReview
+of the shape kube-apiserver sends answers 400 naming the field; an unexpected error answers 500, so
+the API server applies the webhook's failurePolicy. The port is reachable by anyone who reaches
+the pod, so what a peer can make it log is bounded: a hang-up is one debug line, and each peer
+gets PEER_LOG_BURST lines, then one every PEER_LOG_EVERY seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import ssl
+import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,6 +40,8 @@ from trainop_core.runtimes.catalog import RuntimeCatalog
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # an UPDATE carries the object twice; each is at most 3 MiB
 READ_TIMEOUT = 10.0  # seconds a connection may take to send what it owes (and stay idle)
+PEER_LOG_BURST = 5  # log lines a peer may cause at once ...
+PEER_LOG_EVERY = 60.0  # ... then one per this many seconds
 Review = Callable[[Mapping[str, Any], KindLookup], dict[str, Any]]
 # Trainer v2's kinds with a validating webhook: (kind, plural).
 V2_KINDS = (
@@ -81,6 +89,7 @@ class WebhookServer:
         self._lock = threading.Lock()
         self._started = False
         self._metrics = _Metrics(metrics) if metrics is not None else None
+        self._log_limit = PeerLogLimit()
         self._server = _TLSServer((host, port), _handler(self), self)
 
     def _validate_v2(self, request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
@@ -122,22 +131,23 @@ class WebhookServer:
 
     def stop(self) -> None:
         with self._lock:
-            self._started = False
-        self._server.shutdown()
+            started, self._started = self._started, False
+        if started:  # shutdown() would wait forever for a loop that never ran
+            self._server.shutdown()
         self._server.server_close()
 
-    def answer(self, path: str, body: bytes) -> tuple[int, dict[str, Any] | str]:
-        """(HTTP status, AdmissionReview or error text) for one request."""
+    def answer(self, path: str, body: bytes, peer: str = "") -> tuple[int, dict[str, Any] | str]:
+        """(HTTP status, AdmissionReview or error text) for one request from `peer`."""
         route = self.routes.get(path)
         if route is None:
             return 404, f"no webhook at {path}"
         started = time.monotonic()
-        code, answer = self._review(route[1], body)
+        code, answer = self._review(route[1], body, peer)
         if self._metrics is not None:
             self._metrics.observe(route[0], code, time.monotonic() - started)
         return code, answer
 
-    def _review(self, review: Review, body: bytes) -> tuple[int, dict[str, Any] | str]:
+    def _review(self, review: Review, body: bytes, peer: str) -> tuple[int, dict[str, Any] | str]:
         try:
             request = request_of(json.loads(body))
         except (ValueError, RecursionError) as exc:  # not JSON, or not an AdmissionReview
@@ -145,8 +155,19 @@ class WebhookServer:
         try:
             return 200, review(request, self.registry)
         except Exception:  # a bug: let the API server apply the failurePolicy
-            log.exception("webhook %s failed", review.__name__)
+            self.log_for(peer, logging.ERROR, "webhook %s failed", review.__name__, exc_info=True)
             return 500, "internal error"
+
+    def log_for(
+        self, peer: str, level: int, message: str, *args: Any, exc_info: bool = False
+    ) -> None:
+        """Log for `peer` within its budget (PEER_LOG_BURST, then one per PEER_LOG_EVERY s)."""
+        verdict = self._log_limit.allow(peer)
+        if verdict == "no" or not log.isEnabledFor(level):
+            return
+        log.log(level, message, *args, exc_info=exc_info)
+        if verdict == "last":
+            log.log(level, "further lines caused by %s are dropped for a while", peer)
 
 
 class _TLSServer(ThreadingHTTPServer):
@@ -171,7 +192,48 @@ class _TLSServer(ThreadingHTTPServer):
         try:
             super().finish_request(tls, client_address)
         finally:
-            tls.close()
+            _close_quietly(tls)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed mid-exchange (a hang-up, a reset, a TLS EOF): one short
+        debug line within the peer's budget, never socketserver's traceback on stderr."""
+        exc = sys.exc_info()[1]
+        peer = str(client_address[0]) if client_address else ""
+        self.owner.log_for(peer, logging.DEBUG, "webhook connection from %s ended: %s", peer,
+                           type(exc).__name__)  # fmt: skip
+
+
+def _close_quietly(sock: Any) -> None:
+    with contextlib.suppress(OSError):  # the peer is gone: nothing to tell it
+        sock.close()
+
+
+class PeerLogLimit:
+    """A token bucket of log lines per peer address (PEER_LOG_BURST, refilled one per
+    PEER_LOG_EVERY s), remembering at most MAX_PEERS peers (the least recent are forgotten)."""
+
+    MAX_PEERS = 1024
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._peers: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._peers)
+
+    def allow(self, peer: str) -> str:
+        """ "yes", "last" (allowed, and the last before the peer is silenced) or "no"."""
+        now = self._clock()
+        with self._lock:
+            tokens, at = self._peers.pop(peer, (float(PEER_LOG_BURST), now))
+            tokens = min(float(PEER_LOG_BURST), tokens + (now - at) / PEER_LOG_EVERY)
+            self._peers[peer] = (tokens - 1 if tokens >= 1 else tokens, now)
+            while len(self._peers) > self.MAX_PEERS:
+                self._peers.popitem(last=False)
+        if tokens < 1:
+            return "no"
+        return "last" if tokens < 2 else "yes"
 
 
 class _Metrics:
@@ -212,7 +274,8 @@ def _handler(owner: WebhookServer) -> type[BaseHTTPRequestHandler]:
             except (TimeoutError, OSError):
                 self.close_connection = True
                 return
-            self._send(*owner.answer(self.path.split("?", 1)[0], body))
+            peer = str(self.client_address[0])
+            self._send(*owner.answer(self.path.split("?", 1)[0], body, peer))
 
         def _send(self, code: int, answer: dict[str, Any] | str) -> None:
             is_json = isinstance(answer, dict)
