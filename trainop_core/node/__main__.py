@@ -1,0 +1,94 @@
+"""``python -m trainop_core.node``: one process node (a kubelet running pods as processes)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+PROG = "python -m trainop_core.node"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "A kubelet whose containers are processes of this machine: registers Node NAME with "
+            "the API server of KUBECONFIG, renews its lease and runs the pods bound to it "
+            "(command + args; images are not pulled). SIGTERM stops it and its containers."
+        ),
+    )
+    parser.add_argument("--kubeconfig", type=Path, required=True, help="how to reach the API")
+    parser.add_argument("--name", required=True, help="the Node's name")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="where pods' volumes, working directories and logs go (default: a directory "
+        "named after the node under the temporary directory)",
+    )
+    parser.add_argument("--cpu", default=None, help="allocatable cpu (default: this machine's)")
+    parser.add_argument("--memory", default=None, help="allocatable memory (default: all)")
+    parser.add_argument("--pods", type=int, default=110, help="how many pods fit (default 110)")
+    parser.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="REF=DIR",
+        help="containers of image REF (with or without its tag) start in DIR, as in the "
+        "image's WORKDIR (repeatable)",
+    )
+    parser.add_argument(
+        "--heartbeat-seconds", type=float, default=10.0, help="lease renewal period (default 10)"
+    )
+    parser.add_argument(
+        "--no-cgroups", action="store_true", help="run containers without resource limits"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format=f"%(asctime)s %(levelname)s node {args.name}: %(message)s",
+    )
+    from trainop_core.node import cgroups
+    from trainop_core.node.node import ProcessNode, install_signal_handlers
+    from trainop_core.node.registration import NodeConfig
+    from trainop_core.testing.rest import Rest
+
+    images = dict(_image(item) for item in args.image)
+    config = NodeConfig(args.name, pods=args.pods)
+    sizes = {k: v for k, v in (("cpu", args.cpu), ("memory", args.memory)) if v}
+    config = dataclasses.replace(config, **sizes)
+    root = args.root or Path(tempfile.gettempdir()) / f"trainop-node-{args.name}"
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    rest = Rest.from_kubeconfig(args.kubeconfig, user_agent=f"trainop-process-node/{args.name}")
+    node = ProcessNode(
+        rest,
+        config,
+        root,
+        cgroups=None if args.no_cgroups else cgroups.detect(args.name),
+        image_roots=images,
+        heartbeat=args.heartbeat_seconds,
+    )
+    install_signal_handlers(node)
+    node.run(on_ready=lambda: logging.info("ready"))
+    return 0
+
+
+def _image(item: str) -> tuple[str, str]:
+    ref, sep, directory = item.partition("=")
+    if not sep or not ref or not directory:
+        raise SystemExit(f"{PROG}: --image wants REF=DIR, got {item!r}")
+    return ref, str(Path(directory).resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
