@@ -127,6 +127,27 @@ def _dirs(top: Path) -> Iterator[Path]:
             yield from _dirs(entry)
 
 
+def why_not() -> str:
+    """Why this process cannot give containers cgroup limits ("" if it can)."""
+    if os.geteuid() != 0:
+        return "not root: cannot create cgroups"
+    own = _own_cgroups()
+    if (ROOT / "cgroup.controllers").exists():
+        parent = ROOT / own.get("", "/").lstrip("/")
+        if "memory" not in _read(parent / "cgroup.controllers").split():
+            return f"cgroup v2 without the memory controller delegated at {parent}"
+        return "" if os.access(parent, os.W_OK) else f"{parent} is not writable"
+    for controller in V1_CONTROLLERS:
+        directory = ROOT / controller / own.get(controller, "/").lstrip("/")
+        if not os.access(directory, os.W_OK):
+            return f"no writable cgroup v1 {controller} controller at {directory}"
+    return ""
+
+
+def usable() -> bool:
+    return not why_not()
+
+
 def detect(node_name: str) -> Cgroups | None:
     """This node's cgroups, or None (and one log line saying why) where they cannot be used."""
     try:
@@ -137,6 +158,10 @@ def detect(node_name: str) -> Cgroups | None:
 
 
 def _detect(node_name: str) -> Cgroups | None:
+    reason = why_not()
+    if reason:
+        log.warning("cgroups not usable (%s): containers run without resource limits", reason)
+        return None
     own = _own_cgroups()
     leaf = f"trainop-node-{node_name}"
     if (ROOT / "cgroup.controllers").exists():  # v2: the unified hierarchy at the root
@@ -145,10 +170,6 @@ def _detect(node_name: str) -> Cgroups | None:
         base.mkdir(exist_ok=True)
         _write(base / "cgroup.subtree_control", "+memory +cpu")
         return Cgroups((base,), v2=True)
-    if not all((ROOT / c / "memory.limit_in_bytes").exists() or (ROOT / c / "cpu.shares").exists()
-               for c in V1_CONTROLLERS):  # fmt: skip
-        log.warning("no cgroup v1 memory and cpu controllers: containers run without limits")
-        return None
     bases = tuple(ROOT / c / own.get(c, "/").lstrip("/") / leaf for c in V1_CONTROLLERS)
     for base in bases:
         base.mkdir(exist_ok=True)

@@ -33,7 +33,7 @@ from trainop_core.node.images import program
 from trainop_core.node.podenv import container_env, downward_fields
 from trainop_core.node.podrun import PodRun
 from trainop_core.node.registration import NodeConfig, ensure_ready, register, renew_lease
-from trainop_core.node.runtime_env import RestObjects, base_env, pod_hostname
+from trainop_core.node.runtime_env import RestObjects, base_env, install_tools, pod_hostname
 from trainop_core.node.sandbox import HostNetwork, PodNetwork, Sandbox
 from trainop_core.node.volumes import container_mounts, prepare_volumes
 from trainop_core.testing.rest import Rest, RestError
@@ -86,6 +86,7 @@ class ProcessNode:
         """Register, start the heartbeat and the watch, and sync pods until :meth:`stop`."""
         self.node_uid = register(self.rest, self.config)["metadata"]["uid"]
         renew_lease(self.rest, self.config, self.node_uid)
+        install_tools(self.root / "bin")
         self._clean_leftovers()
         for target, name in ((self._heartbeat_loop, "lease"), (self._watch_loop, "watch")):
             threading.Thread(target=target, name=name, daemon=True).start()
@@ -254,7 +255,7 @@ class ProcessNode:
         log_dir = logs.pod_log_dir(self.logs_root, meta["namespace"], meta["name"], meta["uid"])
         fields = downward_fields(pod, self.config.name, sandbox.ip, self.config.address)
         allocatable = self.config.allocatable
-        inherited = base_env(pod)
+        inherited = base_env(pod, self.root / "bin")
 
         def launch(container: Obj, restart: int) -> Launch:
             volumes = prepare_volumes(pod, pod_dir / "volumes", fields, allocatable, self.objects)
@@ -309,6 +310,8 @@ class ProcessNode:
         if self.cgroups is not None:
             self.cgroups.remove_pod(uid)
         shutil.rmtree(self.root / "pods" / uid, ignore_errors=True)
+        for directory in self.logs_root.glob(f"*_{uid}"):  # a kubelet removes them with the pod
+            shutil.rmtree(directory, ignore_errors=True)
 
     def _kill_remains(self, uid: str, pod: Obj) -> None:
         """Kill processes an earlier run of this node left for pod `uid`."""

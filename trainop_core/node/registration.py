@@ -109,16 +109,13 @@ def register(rest: Rest, config: NodeConfig) -> Obj:
     """Create the Node (or take over one of that name) and write its status: Ready."""
     node = node_object(config)
     try:
-        current = rest.create("/api/v1/nodes", node)
+        rest.create("/api/v1/nodes", node)
     except RestError as err:
         if err.status != 409:
             raise
-        current = rest.get(f"/api/v1/nodes/{config.name}")
-        current["metadata"]["labels"] = {**current["metadata"].get("labels", {}),
-                                         **node["metadata"]["labels"]}  # fmt: skip
-        current = rest.replace(f"/api/v1/nodes/{config.name}", current)
-    current["status"] = node["status"]
-    written: Obj = rest.replace(f"/api/v1/nodes/{config.name}/status", current)
+        rest.patch(f"/api/v1/nodes/{config.name}", {"metadata": node["metadata"]})
+    # A merge patch: the node lifecycle controller may change the Node meanwhile (taints).
+    written: Obj = rest.patch(f"/api/v1/nodes/{config.name}/status", {"status": node["status"]})
     return written
 
 
@@ -159,5 +156,4 @@ def ensure_ready(rest: Rest, config: NodeConfig) -> None:
     conditions = node["status"].get("conditions") or []
     ready: Obj = next((c for c in conditions if c["type"] == "Ready"), {})
     if ready.get("status") != "True":
-        node["status"] = node_status(config)
-        rest.replace(f"/api/v1/nodes/{config.name}/status", node)
+        rest.patch(f"/api/v1/nodes/{config.name}/status", {"status": node_status(config)})
