@@ -29,9 +29,18 @@ class NodeCluster:
         found: Obj = self.cp.rest.get(f"{self.pods(ns)}/{name}")
         return found
 
+    def find(self, ns: str, name: str) -> Obj:
+        """The pod, or {} while it does not exist."""
+        try:
+            return self.get(ns, name)
+        except RestError as err:
+            if err.status == 404:
+                return {}
+            raise
+
     def wait_phase(self, ns: str, name: str, phases: tuple[str, ...], timeout: float = 60) -> Obj:
         def reached() -> Obj | None:
-            pod = self.get(ns, name)
+            pod = self.find(ns, name)
             return pod if pod.get("status", {}).get("phase") in phases else None
 
         found: Obj = wait_for(reached, timeout, interval=0.1)
@@ -41,7 +50,7 @@ class NodeCluster:
         """The pod once `check(container status of its first container)` holds."""
 
         def reached() -> Obj | None:
-            pod = self.get(ns, name)
+            pod = self.find(ns, name)
             statuses = pod.get("status", {}).get("containerStatuses") or []
             return pod if statuses and check(statuses[0]) else None
 
