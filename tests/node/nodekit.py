@@ -69,11 +69,13 @@ class NodeCluster:
 
     def log(self, ns: str, name: str, container: str = "", previous: bool = False) -> str:
         """The container's log as the node wrote it (CRI records, text only)."""
-        pod = self.get(ns, name)
+        pod = self.find(ns, name)
+        if not pod.get("spec", {}).get("nodeName"):
+            return ""  # not yet scheduled
         uid, node = pod["metadata"]["uid"], pod["spec"]["nodeName"]
         root = self.cp.data_dir / "nodes" / node / "logs" / f"{ns}_{name}_{uid}"
         container = container or pod["spec"]["containers"][0]["name"]
-        restarts = [s for s in pod["status"].get("containerStatuses") or []
+        restarts = [s for s in pod.get("status", {}).get("containerStatuses") or []
                     if s["name"] == container]  # fmt: skip
         count = restarts[0]["restartCount"] if restarts else 0
         path = root / container / f"{count - 1 if previous else count}.log"
