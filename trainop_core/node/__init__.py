@@ -1,0 +1,1 @@
+"""Process nodes: what makes pods really run on the try-it cluster."""
