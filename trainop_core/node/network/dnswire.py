@@ -84,7 +84,7 @@ def read_name(data: bytes, offset: int) -> tuple[str, int]:
 
 def encode_name(name: str) -> bytes:
     out = b""
-    for label in name.split(".") if name else []:
+    for label in (label for label in name.split(".") if label):
         raw = label.encode("ascii", "replace")[:63]
         out += bytes([len(raw)]) + raw
     return out + b"\0"
