@@ -11,6 +11,7 @@ from k8s import delete_namespace, namespace_name, start_control_plane
 from nodekit import NodeCluster
 
 from trainop_core.kinds.table import build_registry
+from trainop_core.node.network import ClusterNetwork
 from trainop_core.testing.nodes import EXAMPLES_IMAGE, ProcessNodes, examples_image
 
 #: seconds a silent node stays Ready (and pods tolerate its loss): short, for the failure test
@@ -23,12 +24,19 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
         build_registry(entry_points=False), scheduler=True, node_monitor_grace=NODE_MONITOR_GRACE
     )
     image = examples_image(tmp_path_factory.mktemp("examples-image"))
-    nodes = ProcessNodes(cp, 2, heartbeat=1.0, images={EXAMPLES_IMAGE: str(image)})
+    network = ClusterNetwork(cp.rest.connection)
     try:
-        nodes.start()
-        yield NodeCluster(cp, nodes)
+        network.start()
+        nodes = ProcessNodes(
+            cp, 2, heartbeat=1.0, images={EXAMPLES_IMAGE: str(image)}, network=network
+        )
+        try:
+            nodes.start()
+            yield NodeCluster(cp, nodes)
+        finally:
+            nodes.stop()
     finally:
-        nodes.stop()
+        network.stop()
         cp.stop()
 
 

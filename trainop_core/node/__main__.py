@@ -9,6 +9,10 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainop_core.node.sandbox import PodNetwork
 
 PROG = "python -m trainop_core.node"
 
@@ -45,6 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--heartbeat-seconds", type=float, default=10.0, help="lease renewal period (default 10)"
     )
+    network = parser.add_argument_group(
+        "pod network",
+        "join the cluster network whose hub is the network namespace NETWORK_HUB (made by the "
+        "try-it cluster): each pod gets a network namespace and an address from --pod-cidr. "
+        "Without it pods share this machine's network (pod IP 127.0.0.1, no cluster DNS).",
+    )
+    network.add_argument("--network-hub", default="", help="the hub's network namespace")
+    network.add_argument("--pod-network", default="10.244.0.0/16", help="the whole pod network")
+    network.add_argument("--pod-cidr", default="", help="this node's slice (its spec.podCIDR)")
+    network.add_argument("--cluster-domain", default="cluster.local", help="the DNS zone")
     parser.add_argument(
         "--no-cgroups", action="store_true", help="run containers without resource limits"
     )
@@ -64,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from trainop_core.testing.rest import Rest
 
     images = dict(_image(item) for item in args.image)
-    config = NodeConfig(args.name, pods=args.pods)
+    config = NodeConfig(args.name, pods=args.pods, pod_cidr=args.pod_cidr)
     sizes = {k: v for k, v in (("cpu", args.cpu), ("memory", args.memory)) if v}
     config = dataclasses.replace(config, **sizes)
     root = args.root or Path(tempfile.gettempdir()) / f"trainop-node-{args.name}"
@@ -76,11 +90,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         root,
         cgroups=None if args.no_cgroups else cgroups.detect(args.name),
         image_roots=images,
+        network=_network(args),
         heartbeat=args.heartbeat_seconds,
     )
     install_signal_handlers(node)
     node.run(on_ready=lambda: logging.info("ready"))
     return 0
+
+
+def _network(args: argparse.Namespace) -> PodNetwork | None:
+    """The cluster network to join, or None (pods in this machine's network). Exits saying why
+    when the hub was named but cannot be joined."""
+    if not args.network_hub:
+        logging.warning("no --network-hub: pods share this machine's network (pod IP 127.0.0.1)")
+        return None
+    from trainop_core.node.network import NetworkError
+    from trainop_core.node.podnet import HubAddress, NodeNetwork
+
+    if not args.pod_cidr:
+        raise SystemExit(f"{PROG}: --network-hub needs --pod-cidr (this node's slice)")
+    address = HubAddress(args.network_hub, args.pod_network, args.pod_cidr, args.cluster_domain)
+    try:
+        return NodeNetwork(address).start()
+    except NetworkError as exc:
+        raise SystemExit(f"{PROG}: cannot join the cluster network: {exc}") from exc
 
 
 def _image(item: str) -> tuple[str, str]:

@@ -4,6 +4,7 @@
 (the node is multi-threaded, so no Python code of its own may run between fork and exec). It
 asks to be SIGKILLed when the node dies, joins the container's cgroups, gives the container a
 private mount namespace with its volumes bind-mounted at their mountPaths, then execs ARGV
+(which may enter the pod's network namespace first, e.g. ``ip netns exec``)
 (looked up on the container's PATH). SPEC is JSON: ``{"cgroups": [procs file, ...],
 "mounts": [[source, target, read_only], ...]}``. Exits 127 (not found) or 126 (not executable)
 when ARGV cannot be run, after saying why on stderr (the container's log).

@@ -91,7 +91,8 @@ class ContainerRun:
             "mounts": [[m.source, m.target, m.read_only] for m in launch.mounts],
         }
         boot = [sys.executable, "-I", "-S", _launch.__file__, json.dumps(spec), str(os.getpid())]
-        argv = launch.wrap([*boot, "--", *launch.argv])
+        # The launcher joins the cgroups first: entering the pod's network remounts /sys.
+        argv = [*boot, "--", *launch.wrap(list(launch.argv))]
         env = {**launch.env, POD_MARKER: self.marker}
         self.proc = subprocess.Popen(
             argv,

@@ -125,6 +125,7 @@ class ProcessNode:
             self._release(uid)
         if self.cgroups is not None:
             delete_base(self.cgroups)
+        self.network.stop()
 
     # --- heartbeat -----------------------------------------------------------------------------
     def _heartbeat_loop(self) -> None:

@@ -31,6 +31,7 @@ class NodeConfig:
     address: str = "127.0.0.1"  # InternalIP: where the API server reaches the kubelet
     port: int = 0  # the kubelet endpoint's port (0: none served)
     lease_seconds: int = 40
+    pod_cidr: str = ""  # spec.podCIDR: the node's slice of the pod network, if it has one
     labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -67,7 +68,7 @@ def node_object(config: NodeConfig) -> Obj:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": config.name, "labels": labels},
-        "spec": {},
+        "spec": {"podCIDR": cidr, "podCIDRs": [cidr]} if (cidr := config.pod_cidr) else {},
         "status": node_status(config),
     }
 
@@ -114,6 +115,7 @@ def register(rest: Rest, config: NodeConfig) -> Obj:
         if err.status != 409:
             raise
         rest.patch(f"/api/v1/nodes/{config.name}", {"metadata": node["metadata"]})
+        # spec.podCIDR cannot change once set: a node re-registering keeps its slice.
     # A merge patch: the node lifecycle controller may change the Node meanwhile (taints).
     written: Obj = rest.patch(f"/api/v1/nodes/{config.name}/status", {"status": node["status"]})
     return written

@@ -28,12 +28,17 @@ class Sandbox(Protocol):
 
 
 class PodNetwork(Protocol):
-    """Makes pod sandboxes."""
+    """Makes pod sandboxes (:class:`trainop_core.node.podnet.NodeNetwork` on the cluster
+    network)."""
 
     def sandbox(
         self, namespace: str, pod_name: str, uid: str, hostname: str, subdomain: str
     ) -> Sandbox:
         """The sandbox of pod `uid` (made, or the one made before for it). May do I/O."""
+        ...
+
+    def stop(self) -> None:
+        """Remove every sandbox left (at the node's clean stop). Idempotent; may do I/O."""
         ...
 
 
@@ -56,3 +61,6 @@ class HostNetwork:
         self, namespace: str, pod_name: str, uid: str, hostname: str, subdomain: str
     ) -> Sandbox:
         return HostSandbox()
+
+    def stop(self) -> None:
+        pass

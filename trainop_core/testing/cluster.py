@@ -146,8 +146,7 @@ def _nodes(cp: ControlPlane, args: argparse.Namespace) -> contextlib.AbstractCon
         seconds = None if args.pod_seconds < 0 else args.pod_seconds
         return _stand_in(Kubelet(cp, [Rule("*", run_seconds=seconds)]))
     image = examples_image(cp.data_dir / "images" / "examples")
-    nodes = ProcessNodes(cp, args.nodes, images={EXAMPLES_IMAGE: str(image)})
-    return _process_nodes(nodes)
+    return _process_nodes(cp, args.nodes, {EXAMPLES_IMAGE: str(image)})
 
 
 @contextlib.contextmanager
@@ -157,9 +156,25 @@ def _stand_in(kubelet: Kubelet) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _process_nodes(nodes: ProcessNodes) -> Iterator[str]:
-    with nodes:
-        yield f"process nodes {', '.join(nodes.names)} and kube-scheduler (pods really run)"
+def _process_nodes(cp: ControlPlane, count: int, images: dict[str, str]) -> Iterator[str]:
+    from trainop_core.node.network import ClusterNetwork, NetworkUnavailable
+
+    network: ClusterNetwork | None = ClusterNetwork(cp.rest.connection)
+    try:
+        assert network is not None
+        network.start()
+        where = f"pods on network {network.pod_network}, cluster DNS at {network.dns_ip}"
+    except NetworkUnavailable as exc:
+        network, where = None, f"NO pod network ({exc}): pods share this machine's, 127.0.0.1"
+    try:
+        with ProcessNodes(cp, count, images=images, network=network) as nodes:
+            yield (
+                f"process nodes {', '.join(nodes.names)} and kube-scheduler (pods really run); "
+                f"{where}"
+            )
+    finally:
+        if network is not None:
+            network.stop()
 
 
 @contextlib.contextmanager

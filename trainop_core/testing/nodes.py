@@ -2,7 +2,10 @@
 
 ``ProcessNodes(cp, count=2)`` starts ``python -m trainop_core.node`` per node through
 :meth:`ControlPlane.spawn` (so the plane's watchdog stops them with it, and each logs to
-``<data_dir>/node-<name>.log``) and waits until every Node is Ready. :meth:`kill` SIGKILLs one (a
+``<data_dir>/node-<name>.log``) and waits until every Node is Ready. Given a started
+:class:`~trainop_core.node.network.ClusterNetwork` (``network=``), each node's pods join it (a
+network namespace each, an address from the node's slice, cluster DNS); without one they share
+this machine's network. :meth:`kill` SIGKILLs one (a
 lost machine), :meth:`start` starts one again. Use with ``ControlPlane(scheduler=True)`` so that
 pods are bound to them; ``node_monitor_grace`` makes a killed node's lease expiry count.
 
@@ -47,12 +50,14 @@ class ProcessNodes:
         prefix: str = "node",
         heartbeat: float = 2.0,
         images: Mapping[str, str] | None = None,
+        network: Any = None,
         extra_args: Sequence[str] = (),
     ) -> None:
         self.cp = cp
         self.names = [f"{prefix}-{i}" for i in range(count)]
         self.heartbeat = heartbeat
         self.images = dict(images or {})
+        self.network = network  # a started ClusterNetwork the nodes' pods join, or None
         self.extra_args = list(extra_args)
 
     def start(self, name: str | None = None, timeout: float = 60.0) -> ProcessNodes:
@@ -68,6 +73,12 @@ class ProcessNodes:
                 f"--name={name}", f"--root={self.cp.data_dir / 'nodes' / name}",
                 f"--heartbeat-seconds={self.heartbeat:g}", *self.extra_args]  # fmt: skip
         argv += [f"--image={ref}={path}" for ref, path in self.images.items()]
+        if self.network is not None:
+            from trainop_core.node.podnet import HubAddress, node_slice
+
+            pods = str(self.network.pod_network)
+            mine = node_slice(pods, self.names.index(name))
+            argv += HubAddress(self.network.hub, pods, mine, self.network.zone).args()
         return argv
 
     def ready(self, name: str) -> bool:
