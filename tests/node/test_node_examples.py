@@ -1,0 +1,86 @@
+"""The examples applied with kubectl train through the operator on process nodes: their pods are
+scheduled by kube-scheduler onto the two nodes, find each other through cluster DNS and print
+their accuracy line, read back from the nodes."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from k8s import fast_operator_options
+from nodekit import NodeCluster
+
+from trainop_core.testing.builders import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "expectations", ROOT / "tests" / "examples_support" / "expectations.py"
+)
+assert _spec is not None and _spec.loader is not None
+expectations = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(expectations)
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "XGBoostJob": "xgboostjobs",
+           "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs"}  # fmt: skip
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    done = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def applied(example: str, ns: str, kubeconfig: Path, tmp_path: Path) -> dict[str, Any]:
+    job = yaml.safe_load((ROOT / example).read_text())
+    job["metadata"]["namespace"] = ns
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    kubectl(kubeconfig, "apply", "-f", str(path))
+    return dict(job)
+
+
+def finished(cluster: NodeCluster, job: dict[str, Any]) -> str:
+    meta = job["metadata"]
+    path = f"/apis/kubeflow.org/v1/namespaces/{meta['namespace']}/{PLURALS[job['kind']]}"
+    conditions = cluster.cp.rest.get(f"{path}/{meta['name']}").get("status", {}).get("conditions")
+    done = [c["type"] for c in conditions or [] if c["status"] == "True"]
+    return next((c for c in done if c in ("Succeeded", "Failed")), "")
+
+
+def all_logs(cluster: NodeCluster, ns: str) -> str:
+    pods = cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+    return "\n".join(cluster.log(ns, p["metadata"]["name"]) for p in pods)
+
+
+def run_example(
+    example: str, cluster: NodeCluster, ns: str, kubeconfig: Path, tmp_path: Path, registry: Any
+) -> str:
+    from clusters import running_operator
+
+    expected = expectations.EXAMPLES[example]
+    with running_operator(cluster.cp, registry, fast_operator_options(ns)):
+        job = applied(example, ns, kubeconfig, tmp_path)
+        outcome = wait_for(lambda: finished(cluster, job), expected["timeout_s"] * 2, 0.5)
+        logs = all_logs(cluster, ns)
+    assert outcome == "Succeeded", logs[-3000:]
+    for pattern in expected["must_match"]:
+        assert re.search(pattern, logs, re.MULTILINE), (pattern, logs[-3000:])
+    nodes = {
+        p["spec"]["nodeName"] for p in cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+    }
+    assert len(nodes) == 2  # kube-scheduler spread the replicas over both nodes
+    return logs
+
+
+def test_the_pytorch_ddp_example_trains_through_the_operator(
+    node_cluster: NodeCluster, ns: str, kubeconfig: Path, tmp_path: Path, registry: Any
+) -> None:
+    run_example("examples/pytorch/ddp.yaml", node_cluster, ns, kubeconfig, tmp_path, registry)
