@@ -120,3 +120,20 @@ def test_a_replica_exiting_137_is_re_created_under_the_exit_code_policy(
     assert any(reason.endswith("Restarting") for reason, _ in said), said
     assert any("exited with code 137" in message for _, message in said), said
     assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "example",
+    ["examples/tensorflow/mwms.yaml", "examples/paddle/collective.yaml"],
+    ids=["tensorflow mwms trains", "paddle trains"],
+)  # fmt: skip
+def test_more_examples_train_through_the_operator(
+    example: str,
+    node_cluster: NodeCluster,
+    ns: str,
+    kubeconfig: Path,
+    tmp_path: Path,
+    registry: Any,
+) -> None:
+    run_example(example, node_cluster, ns, kubeconfig, tmp_path, registry)
