@@ -57,6 +57,7 @@ def cluster() -> FakeView:
     return (
         FakeView()
         .add_service("ns", "web", "10.0.0.20")
+        .add_endpoints("ns", "web", ("10.244.0.4", "web-0", True))
         .add_service("ns", "job-master-0")
         .add_endpoints("ns", "job-master-0", ("10.244.0.5", "", True), ("10.244.0.6", "", False))
         .add_service("ns", "workers")
@@ -76,6 +77,7 @@ def cluster() -> FakeView:
         ("w-0.workers.ns.svc.cluster.local", ["10.244.0.7"]),
         ("w-1.workers.ns.svc.cluster.local", ["10.244.0.8"]),
         ("w-2.workers.ns.svc.cluster.local", None),
+        ("web-0.web.ns.svc.cluster.local", None),
         ("p-0.published.ns.svc.cluster.local", ["10.244.0.10"]),
         ("10-244-0-9.ns.pod.cluster.local", ["10.244.0.9"]),
         ("web.other.svc.cluster.local", None),
@@ -88,6 +90,7 @@ def cluster() -> FakeView:
         "an endpoint hostname under its service has its address",
         "a ready pod with that hostname and subdomain has its IP",
         "a pod not ready has no name",
+        "an endpoint of a ClusterIP service has no name of its own",
         "a pod under a service publishing not-ready addresses has its IP",
         "a dashed pod address names itself",
         "a service of another namespace is no name",
