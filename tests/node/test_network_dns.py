@@ -57,6 +57,7 @@ def cluster() -> FakeView:
     return (
         FakeView()
         .add_service("ns", "web", "10.0.0.20")
+        .add_endpoints("ns", "web", ("10.244.0.4", "web-0", True))
         .add_service("ns", "job-master-0")
         .add_endpoints("ns", "job-master-0", ("10.244.0.5", "", True), ("10.244.0.6", "", False))
         .add_service("ns", "workers")
@@ -76,6 +77,7 @@ def cluster() -> FakeView:
         ("w-0.workers.ns.svc.cluster.local", ["10.244.0.7"]),
         ("w-1.workers.ns.svc.cluster.local", ["10.244.0.8"]),
         ("w-2.workers.ns.svc.cluster.local", None),
+        ("web-0.web.ns.svc.cluster.local", None),
         ("p-0.published.ns.svc.cluster.local", ["10.244.0.10"]),
         ("10-244-0-9.ns.pod.cluster.local", ["10.244.0.9"]),
         ("web.other.svc.cluster.local", None),
@@ -88,6 +90,7 @@ def cluster() -> FakeView:
         "an endpoint hostname under its service has its address",
         "a ready pod with that hostname and subdomain has its IP",
         "a pod not ready has no name",
+        "an endpoint of a ClusterIP service has no name of its own",
         "a pod under a service publishing not-ready addresses has its IP",
         "a dashed pod address names itself",
         "a service of another namespace is no name",
@@ -142,6 +145,23 @@ def test_an_answer_too_long_for_udp_is_truncated_and_whole_over_tcp() -> None:
     assert len(read(tcp)[2]) == 40 and read(tcp)[3] is False
 
 
+def pointer_chain(length: int) -> bytes:
+    """A query whose name is `length` compression pointers in a row, each to the next, ending in
+    the root name after the question (no loop: only long)."""
+    header = struct.pack("!HHHHHH", 9, 0x0100, 1, 0, 0, 0)
+    first = 12 + 2 + 4  # after the question's pointer, type and class
+    chain = b"".join(struct.pack("!H", 0xC000 | (first + 2 * i)) for i in range(1, length))
+    return header + struct.pack("!HHH", 0xC000 | first, dnswire.A, dnswire.IN) + chain + b"\0"
+
+
+def test_names_up_to_the_limits_are_read() -> None:
+    longest = ".".join(["a"] * 127)  # 254 bytes on the wire with the root
+    reply = answer(query(longest), cluster(), ZONE)
+    chained = answer(pointer_chain(dnswire.MAX_POINTERS - 1), cluster(), ZONE)
+    assert reply is not None and read(reply)[1] == dnswire.NXDOMAIN
+    assert chained is not None and read(chained)[1] == dnswire.NXDOMAIN
+
+
 def loop_packet() -> bytes:
     header = struct.pack("!HHHHHH", 9, 0x0100, 1, 0, 0, 0)
     return header + b"\xc0\x0c" + b"\0\1\0\1"  # the name points at itself
@@ -156,6 +176,11 @@ def loop_packet() -> bytes:
         struct.pack("!HHHHHH", 9, 0x0100, 1, 0, 0, 0) + (b"\x3f" + b"a" * 63) * 1000 + b"\0",
         struct.pack("!HHHHHH", 9, 0x0100, 1, 0, 0, 0) + b"\x80abc\0\0\1\0\1",
         struct.pack("!HHHHHH", 9, 0x0100, 2, 0, 0, 0) + query("a")[12:] * 2,
+        struct.pack("!HHHHHH", 9, 0x0100, 0xFFFF, 0, 0, 0) + query("a")[12:],
+        struct.pack("!HHHHHH", 9, 0x0100, 0, 0, 0, 0),
+        pointer_chain(dnswire.MAX_POINTERS + 1),
+        struct.pack("!HHHHHH", 9, 0x0100, 1, 0, 0, 0) + b"\x01a" * 128 + b"\0\0\1\0\1",
+        struct.pack("!HHHHHH", 9, 0x0100, 1, 0, 0, 0) + b"\xc0\xff\0\1\0\1",
     ],
     ids=[
         "a compression loop",
@@ -164,6 +189,11 @@ def loop_packet() -> bytes:
         "a name of 64 KiB",
         "a reserved label type",
         "two questions",
+        "65535 questions",
+        "no question",
+        "a chain of compression pointers too long",
+        "a name over 255 bytes in one-letter labels",
+        "a pointer past the packet",
     ],
 )
 def test_a_malformed_query_is_answered_formerr(packet: bytes) -> None:

@@ -53,20 +53,17 @@ def _service_addresses(view: View, namespace: str, name: str) -> list[str] | Non
 
 
 def _hostname_addresses(view: View, namespace: str, service: str, host: str) -> list[str] | None:
-    found = {
-        a
-        for hostname, a in ready_endpoints(view.endpoint_slices(namespace, service))
-        if hostname == host
-    }
+    headless = view.service(namespace, service)
+    if headless is None or headless.get("spec", {}).get("clusterIP") != "None":
+        return None  # only a headless Service gives its pods names
+    slices = view.endpoint_slices(namespace, service)
+    found = {a for hostname, a in ready_endpoints(slices) if hostname == host}
     if not found:
-        found = set(_pod_addresses(view, namespace, service, host))
+        found = set(_pod_addresses(view, headless, namespace, service, host))
     return sorted(found, key=ipaddress.IPv4Address) or None
 
 
-def _pod_addresses(view: View, namespace: str, service: str, host: str) -> list[str]:
-    headless = view.service(namespace, service)
-    if headless is None or headless.get("spec", {}).get("clusterIP") != "None":
-        return []
+def _pod_addresses(view: View, headless: Obj, namespace: str, service: str, host: str) -> list[str]:
     any_state = bool(headless["spec"].get("publishNotReadyAddresses"))
     pods = view.pods_named(namespace, service, host)
     return [ip for pod in pods if (ip := _pod_ip(pod)) and (any_state or _ready(pod))]
