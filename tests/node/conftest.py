@@ -12,7 +12,7 @@ from nodekit import NodeCluster
 
 from trainop_core.kinds.table import build_registry
 from trainop_core.node.network import ClusterNetwork
-from trainop_core.testing.nodes import EXAMPLES_IMAGE, ProcessNodes, examples_image
+from trainop_core.testing.nodes import ProcessNodes, example_roots
 
 #: seconds a silent node stays Ready (and pods tolerate its loss): short, for the failure test
 NODE_MONITOR_GRACE = 6.0
@@ -23,12 +23,12 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
     cp = start_control_plane(
         build_registry(entry_points=False), scheduler=True, node_monitor_grace=NODE_MONITOR_GRACE
     )
-    image = examples_image(tmp_path_factory.mktemp("examples-image"))
+    images = example_roots(tmp_path_factory.mktemp("examples-image"))
     network = ClusterNetwork(cp.rest.connection)
     try:
         network.start()
         nodes = ProcessNodes(
-            cp, 2, heartbeat=1.0, images={EXAMPLES_IMAGE: str(image)}, network=network
+            cp, 2, heartbeat=1.0, images=images, network=network
         )
         try:
             nodes.start()

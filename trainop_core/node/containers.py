@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,17 @@ from trainop_core.node.cgroups import Cgroup
 from trainop_core.node.volumes import Mount
 
 Obj = dict[str, Any]
+
+
+def in_container(launch: Launch, argv: Sequence[str]) -> list[str]:
+    """`argv` run in the container of `launch`: through the launcher, which joins its cgroups
+    first (entering the pod's network remounts /sys), then its mounts, then its network."""
+    spec = {
+        "cgroups": list(launch.cgroup.procs_files) if launch.cgroup else [],
+        "mounts": [[m.source, m.target, m.read_only] for m in launch.mounts],
+    }
+    boot = [sys.executable, "-I", "-S", _launch.__file__, json.dumps(spec), str(os.getpid())]
+    return [*boot, "--", *launch.wrap(list(argv))]
 
 
 def now_rfc3339() -> str:
@@ -65,6 +77,17 @@ class ContainerRun:
         self.restart_at: float | None = None
         self._oom_before = 0
         self._started: int | None = None  # the process's start time (procs.started_at)
+        self.launch: Launch | None = None  # how the current (or last) run was started
+        self.pump: threading.Thread | None = None  # copies its output into its log
+
+    def env(self, launch: Launch) -> dict[str, str]:
+        """The environment of the container's processes (an exec's too)."""
+        return {**launch.env, POD_MARKER: self.marker}
+
+    @property
+    def log_running(self) -> bool:
+        """Is the current run alive, or its log still being written?"""
+        return self.alive or (self.pump is not None and self.pump.is_alive())
 
     # --- running -----------------------------------------------------------------------------
     @property
@@ -85,26 +108,19 @@ class ContainerRun:
         exit code if it cannot start (state terminated, reason StartError)."""
         self.restart_at = None
         self.cgroup = launch.cgroup
+        self.launch = launch
         self._oom_before = launch.cgroup.oom_kills() if launch.cgroup else 0
-        spec = {
-            "cgroups": list(launch.cgroup.procs_files) if launch.cgroup else [],
-            "mounts": [[m.source, m.target, m.read_only] for m in launch.mounts],
-        }
-        boot = [sys.executable, "-I", "-S", _launch.__file__, json.dumps(spec), str(os.getpid())]
-        # The launcher joins the cgroups first: entering the pod's network remounts /sys.
-        argv = [*boot, "--", *launch.wrap(list(launch.argv))]
-        env = {**launch.env, POD_MARKER: self.marker}
         self.proc = subprocess.Popen(
-            argv,
+            in_container(launch, launch.argv),
             cwd=launch.cwd,
-            env=env,
+            env=self.env(launch),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        logs.pump(self.proc.stdout, self.proc.stderr, launch.log_path)
+        self.pump = logs.pump(self.proc.stdout, self.proc.stderr, launch.log_path)
         self._started = started_at(self.proc.pid)
         self.runs += 1
         self.state = {"running": {"startedAt": now_rfc3339()}}

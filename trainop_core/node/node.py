@@ -29,6 +29,7 @@ from trainop_core.backends.local.procs import POD_MARKER, kill_marked
 from trainop_core.node import logs
 from trainop_core.node.cgroups import Cgroups, delete_base
 from trainop_core.node.containers import Launch
+from trainop_core.node.endpoint import NodeContainers
 from trainop_core.node.images import program
 from trainop_core.node.podenv import container_env, downward_fields
 from trainop_core.node.podrun import PodRun
@@ -66,6 +67,7 @@ class ProcessNode:
         self.image_roots = dict(image_roots or {})
         self.heartbeat = heartbeat
         self.objects = RestObjects(rest)
+        self.containers = NodeContainers(self.logs_root)  # what the kubelet endpoint reads
         self.stopping = threading.Event()
         self.node_uid = ""
         self._cond = threading.Condition()
@@ -247,6 +249,7 @@ class ProcessNode:
         run = PodRun(pod, self._launcher(pod, sandbox), sandbox.ip, self.config.address)
         _resume(run, pod)
         self.runs[uid] = run
+        self.containers.add(meta["namespace"], meta["name"], uid, run)
         log.info("admitted pod %s (ip %s)", _key(pod), sandbox.ip)
         return run
 
@@ -304,6 +307,7 @@ class ProcessNode:
 
     def _release(self, uid: str) -> None:
         self.runs.pop(uid, None)
+        self.containers.remove(uid)
         self._written.pop(uid, None)
         sandbox = self._sandboxes.pop(uid, None)
         if sandbox is not None:

@@ -38,7 +38,7 @@ from trainop_core.private_files import private_temp_dir
 from .binaries import BinaryBuildError, kubernetes_binaries
 from .controlplane import ControlPlane, ControlPlaneError
 from .kubelet import Kubelet, Rule
-from .nodes import EXAMPLES_IMAGE, ProcessNodes, examples_image
+from .nodes import ProcessNodes, example_roots
 
 PROG = "python -m trainop_core.testing.cluster"
 #: How long a silent node stays Ready, and pods on it tolerate it being lost.
@@ -145,8 +145,8 @@ def _nodes(cp: ControlPlane, args: argparse.Namespace) -> contextlib.AbstractCon
     if args.stand_in:
         seconds = None if args.pod_seconds < 0 else args.pod_seconds
         return _stand_in(Kubelet(cp, [Rule("*", run_seconds=seconds)]))
-    image = examples_image(cp.data_dir / "images" / "examples")
-    return _process_nodes(cp, args.nodes, {EXAMPLES_IMAGE: str(image)})
+    images = example_roots(cp.data_dir / "images" / "examples")
+    return _process_nodes(cp, args.nodes, images)
 
 
 @contextlib.contextmanager

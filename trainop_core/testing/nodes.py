@@ -9,8 +9,10 @@ this machine's network. :meth:`kill` SIGKILLs one (a
 lost machine), :meth:`start` starts one again. Use with ``ControlPlane(scheduler=True)`` so that
 pods are bound to them; ``node_monitor_grace`` makes a killed node's lease expiry count.
 
-The try-it cluster's containers of the examples image (``ghcr.io/trainop/examples``) start in a
-directory holding every script of ``examples/`` (:func:`examples_image`), as that image would.
+The try-it cluster's containers of the images the examples name (:data:`EXAMPLE_IMAGES`: the
+examples image ``ghcr.io/trainop/examples``, upstream's XGBoost iris image, ``python``) start in a
+directory holding every script of ``examples/`` (:func:`examples_image`), as those images' WORKDIR
+would hold the example's script.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 from .controlplane import ControlPlane, ControlPlaneError
 
 EXAMPLES_IMAGE = "ghcr.io/trainop/examples"
+#: the images `examples/` names whose containers run the example's script from their WORKDIR
+EXAMPLE_IMAGES = (EXAMPLES_IMAGE, "docker.io/kubeflow/xgboost-dist-iris", "docker.io/python")
 REPO_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -37,6 +41,13 @@ def examples_image(target: Path, examples: Path = REPO_EXAMPLES) -> Path:
         if path.is_file() and not link.exists():
             link.symlink_to(path.resolve())
     return target
+
+
+def example_roots(target: Path) -> dict[str, str]:
+    """Image reference -> root directory for every image of :data:`EXAMPLE_IMAGES`, all
+    :func:`examples_image` at `target` (``ProcessNodes(images=...)``)."""
+    root = str(examples_image(target))
+    return dict.fromkeys(EXAMPLE_IMAGES, root)
 
 
 class ProcessNodes:
