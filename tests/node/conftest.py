@@ -27,9 +27,7 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
     network = ClusterNetwork(cp.rest.connection)
     try:
         network.start()
-        nodes = ProcessNodes(
-            cp, 2, heartbeat=1.0, images=images, network=network
-        )
+        nodes = ProcessNodes(cp, 2, heartbeat=1.0, images=images, network=network)
         try:
             nodes.start()
             yield NodeCluster(cp, nodes)

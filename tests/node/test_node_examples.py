@@ -125,8 +125,9 @@ def test_a_replica_exiting_137_is_re_created_under_the_exit_code_policy(
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "example",
-    ["examples/tensorflow/mwms.yaml", "examples/paddle/collective.yaml"],
-    ids=["tensorflow mwms trains", "paddle trains"],
+    ["examples/tensorflow/mwms.yaml", "examples/paddle/collective.yaml",
+     "examples/xgboost/dist.yaml", "examples/jax/logreg.yaml"],
+    ids=["tensorflow mwms trains", "paddle trains", "xgboost trains", "jax trains"],
 )  # fmt: skip
 def test_more_examples_train_through_the_operator(
     example: str,
