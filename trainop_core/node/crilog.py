@@ -98,7 +98,7 @@ class CriLogWriter:
             if end >= 0:
                 yield self._record(stream, "F", bytes(pending[:end]))
                 del pending[: end + 1]
-            elif len(pending) >= self.max_line:
+            elif len(pending) > self.max_line:  # more follows: this piece is not the end
                 yield self._record(stream, "P", bytes(pending[: self.max_line]))
                 del pending[: self.max_line]
             else:
