@@ -13,6 +13,7 @@ appended until the container stops running.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import time
@@ -40,13 +41,19 @@ def parse_time(text: str) -> int:
     an offset). Raises ValueError naming the text."""
     try:
         main, fraction, zone = _split_time(text)
-        when = datetime.fromisoformat(main + zone.replace("Z", "+00:00"))
+        seconds = _seconds(main + zone.replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"{text!r} is not an RFC 3339 time") from None
-    if when.tzinfo is None:
-        raise ValueError(f"{text!r} is not an RFC 3339 time (no time zone)")
     nanos = int((fraction + "000000000")[:9]) if fraction else 0
-    return int(when.timestamp()) * 1_000_000_000 + nanos
+    return seconds * 1_000_000_000 + nanos
+
+
+@functools.lru_cache(maxsize=256)  # a log's lines share their second: parse each once
+def _seconds(text: str) -> int:
+    when = datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        raise ValueError(text)
+    return int(when.timestamp())
 
 
 def _split_time(text: str) -> tuple[str, str, str]:
@@ -255,7 +262,12 @@ def read_chunks(paths: Sequence[Path], options: LogOptions) -> Iterator[bytes]:
     """The logs of `paths` (oldest file first) as `options` ask, without following."""
     formatter = _Formatter(options)
     index, offset = (0, 0) if options.tail_lines is None else tail_start(paths, options.tail_lines)
-    for path in paths[index:]:
+    yield from _batched(_formatted(paths[index:], offset, formatter))
+
+
+def _formatted(paths: Sequence[Path], offset: int, formatter: _Formatter) -> Iterator[bytes]:
+    """Each record's output, the first file read from `offset`."""
+    for path in paths:
         for record in _records(path, offset):
             out = formatter.format(record)
             if out:
@@ -263,6 +275,20 @@ def read_chunks(paths: Sequence[Path], options: LogOptions) -> Iterator[bytes]:
             if formatter.done:
                 return
         offset = 0
+
+
+def _batched(outputs: Iterator[bytes], size: int = _READ) -> Iterator[bytes]:
+    """Outputs joined into chunks of about `size` bytes (one write per chunk, not per line)."""
+    batch: list[bytes] = []
+    held = 0
+    for out in outputs:
+        batch.append(out)
+        held += len(out)
+        if held >= size:
+            yield b"".join(batch)
+            batch, held = [], 0
+    if batch:
+        yield b"".join(batch)
 
 
 def _records(path: Path, offset: int) -> Iterator[Record]:
@@ -289,24 +315,19 @@ async def follow_chunks(
     (read once more after that, so nothing written before it ended is lost)."""
     formatter = _Formatter(options)
     index, offset = (0, 0) if options.tail_lines is None else tail_start(paths, options.tail_lines)
-    for path in paths[index:-1]:
-        for record in _records(path, offset):
-            out = formatter.format(record)
-            if out:
-                yield out
+    for chunk in _batched(_formatted(paths[index:-1], offset, formatter)):
+        yield chunk
+    if index < len(paths) - 1:
         offset = 0
-    if not paths:
+    if not paths or formatter.done:
         return
     with _Follower(paths[-1], offset) as follower:
         last_look = False
         while not formatter.done:
             records = follower.read()
-            for record in records:
-                out = formatter.format(record)
-                if out:
-                    yield out
-                if formatter.done:
-                    return
+            outputs = [formatter.format(r) for r in records if not formatter.done]
+            if any(outputs):
+                yield b"".join(outputs)
             if not records:
                 if last_look:
                     return
