@@ -125,6 +125,7 @@ def test_logs_current_previous_tail_since_timestamps(node: Node) -> None:
     assert got.returncode == 0, got.stderr
     assert got.stdout == "one\ntwo\nthree\nfour\n"
     assert node.kubectl("logs", POD, "-c", "main", "--previous").stdout == "first attempt\n"
+    assert node.kubectl("logs", POD, "-c", "main", "-p", "-f").stdout == "first attempt\n"
     assert node.kubectl("logs", POD, "-c", "main", "--tail=1").stdout == "four\n"
     assert node.kubectl("logs", POD, "-c", "main", "--since=10m").stdout == "three\nfour\n"
     assert node.kubectl("logs", POD, "-c", "main", "--limit-bytes=6").stdout == "one\ntw"

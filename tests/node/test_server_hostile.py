@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -111,3 +112,19 @@ def test_a_broken_spdy_peer_gets_goaway(node: tuple[KubeletPki, RunningServer]) 
     kind = struct.unpack_from(">HH", frames)[1]
     status = struct.unpack_from(">II", frames, 8)[1]
     assert (kind, status) == (spdy.GOAWAY, spdy.GOAWAY_PROTOCOL_ERROR)
+
+
+def test_a_follower_that_leaves_is_let_go(node: tuple[KubeletPki, RunningServer]) -> None:
+    """The container runs on, but the connection of a ``logs -f`` whose client left ends."""
+    pki, server = node
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=20) as raw,
+        pki.client_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(get("/containerLogs/ns/pod/c?follow=true"))
+        assert tls.recv(4096).startswith(b"HTTP/1.1 200 ")
+        assert len(server.server._connections) == 1
+    deadline = time.monotonic() + 30
+    while server.server._connections:
+        assert time.monotonic() < deadline, "the follow went on after its client left"
+        time.sleep(0.05)

@@ -174,7 +174,7 @@ class KubeletServer:
         if parts[0] == "containerLogs":
             if request.method != "GET":
                 raise HttpError(405, "containerLogs: only GET")
-            await self._logs(request, parts[1], parts[2], parts[3], writer)
+            await self._logs(request, parts[1], parts[2], parts[3], reader, writer)
             return True
         if request.method not in ("GET", "POST"):
             raise HttpError(405, "exec: only GET or POST")
@@ -189,6 +189,7 @@ class KubeletServer:
         namespace: str,
         pod: str,
         container: str,
+        reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
         options = log_options(request)
@@ -201,8 +202,12 @@ class KubeletServer:
             )
         body = Chunked(writer)
         await body.start()
-        if options.follow:
-            running = lambda: self.runtime.running(namespace, pod, container)  # noqa: E731  # a callback
+        if options.follow and not previous:  # a previous attempt has ended: nothing to follow
+
+            def running() -> bool:  # the container, and the client still there
+                gone = reader.at_eof() or writer.is_closing()
+                return not gone and self.runtime.running(namespace, pod, container)
+
             async for chunk in crilog.follow_chunks(list(files), options, running):
                 await body.send(chunk)
         else:
