@@ -62,7 +62,7 @@ class ExecOptions:
         stdin, stdout, stderr = (_stream_flag(request, name) for name in STREAM_PARAMS)
         options = cls(namespace, pod, container, command, stdin, stdout, stderr and not tty, tty)
         if not (stdin or stdout or stderr):
-            raise HttpError(400, "input, output, error: at least one must be 1")
+            raise HttpError(400, "input (stdin), output (stdout), error (stderr): one must be 1")
         return options
 
     def expected_streams(self) -> set[str]:
