@@ -52,6 +52,8 @@ from . import _reaper
 from .rest import Obj, Rest, RestError
 
 if TYPE_CHECKING:  # imported when needed: `python -m ...binaries` must not find it loaded
+    from trainop_core.node.pki import KubeletPki
+
     from .binaries import KubeBinaries
 
 ADMIN_USER = "trainop-admin"
@@ -69,7 +71,9 @@ class ControlPlane:
     ``controller_manager`` runs kube-controller-manager with ``garbagecollector,namespace`` (owner
     references are collected, deleted namespaces go away). ``watch_cache=False`` makes watches read
     etcd directly, so :meth:`compact_etcd` turns an old resourceVersion into a real 410 Gone.
-    ``apiserver_flags`` are appended to kube-apiserver's command line. ``crds`` are installed
+    ``apiserver_flags`` are appended to kube-apiserver's command line. ``kubelet_pki`` (a
+    :class:`~trainop_core.node.pki.KubeletPki`) makes kube-apiserver present its kubelet client
+    certificate to nodes and check their serving certificates. ``crds`` are installed
     (and served) before kube-controller-manager starts: its garbage collector discovers resource
     types every 30 s, so owner references to a CRD's objects installed later are only collected
     once it has noticed the CRD.
@@ -88,6 +92,7 @@ class ControlPlane:
         binaries: KubeBinaries | None = None,
         controller_manager: bool = True,
         watch_cache: bool = True,
+        kubelet_pki: KubeletPki | None = None,
         apiserver_flags: Sequence[str] = (),
         crds: Iterable[Obj] = (),
         ready_timeout: float = 90.0,
@@ -98,6 +103,8 @@ class ControlPlane:
         self.with_controller_manager = controller_manager
         self.watch_cache = watch_cache
         self.apiserver_flags = list(apiserver_flags)
+        if kubelet_pki is not None:
+            self.apiserver_flags += kubelet_pki.apiserver_flags()
         self.crds = list(crds)
         self.ready_timeout = ready_timeout
         self.with_scheduler = scheduler
