@@ -12,6 +12,7 @@ from nodekit import NodeCluster
 
 from trainop_core.kinds.table import build_registry
 from trainop_core.node.network import ClusterNetwork
+from trainop_core.node.pki import KubeletPki
 from trainop_core.testing.nodes import ProcessNodes, example_roots
 
 #: seconds a silent node stays Ready (and pods tolerate its loss): short, for the failure test
@@ -20,14 +21,20 @@ NODE_MONITOR_GRACE = 6.0
 
 @pytest.fixture(scope="session")
 def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
+    pki = KubeletPki.create(tmp_path_factory.mktemp("kubelet-pki"))
     cp = start_control_plane(
-        build_registry(entry_points=False), scheduler=True, node_monitor_grace=NODE_MONITOR_GRACE
+        build_registry(entry_points=False),
+        scheduler=True,
+        node_monitor_grace=NODE_MONITOR_GRACE,
+        kubelet_pki=pki,
     )
     images = example_roots(tmp_path_factory.mktemp("examples-image"))
     network = ClusterNetwork(cp.rest.connection)
     try:
         network.start()
-        nodes = ProcessNodes(cp, 2, heartbeat=1.0, images=images, network=network)
+        nodes = ProcessNodes(
+            cp, 2, heartbeat=1.0, images=images, network=network, kubelet_pki=pki.directory
+        )
         try:
             nodes.start()
             yield NodeCluster(cp, nodes)

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from trainop_core.node.node import ProcessNode
     from trainop_core.node.sandbox import PodNetwork
+    from trainop_core.node.server import RunningServer
 
 PROG = "python -m trainop_core.node"
 
@@ -45,6 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="REF=DIR",
         help="containers of image REF (with or without its tag) start in DIR, as in the "
         "image's WORKDIR (repeatable)",
+    )
+    parser.add_argument(
+        "--kubelet-pki",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="serve the kubelet endpoint (kubectl logs and exec through kube-apiserver) over "
+        "HTTPS with a serving certificate from this KubeletPki directory, to kube-apiserver's "
+        "client certificate only (default: no endpoint)",
+    )
+    parser.add_argument(
+        "--kubelet-port", type=int, default=0, help="the endpoint's port (default: a free one)"
     )
     parser.add_argument(
         "--heartbeat-seconds", type=float, default=10.0, help="lease renewal period (default 10)"
@@ -94,8 +108,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         heartbeat=args.heartbeat_seconds,
     )
     install_signal_handlers(node)
-    node.run(on_ready=lambda: logging.info("ready"))
+    server = _serve(args, node) if args.kubelet_pki else None
+    try:
+        node.run(on_ready=lambda: logging.info("ready"))
+    finally:
+        if server is not None:
+            server.stop()
     return 0
+
+
+def _serve(args: argparse.Namespace, node: ProcessNode) -> RunningServer:
+    """Start the kubelet endpoint on the node's address; the node then publishes its port."""
+    from trainop_core.node.pki import KubeletPki
+    from trainop_core.node.server import serve_in_thread
+
+    pki = KubeletPki(args.kubelet_pki)
+    address = node.config.address
+    cert, key = pki.node_serving(node.config.name, [address, node.config.name])
+    server = serve_in_thread(node.containers, pki.server_context(cert, key), address,
+                             args.kubelet_port)  # fmt: skip
+    node.config = dataclasses.replace(node.config, port=server.port)
+    return server
 
 
 def _network(args: argparse.Namespace) -> PodNetwork | None:

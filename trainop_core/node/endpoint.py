@@ -4,14 +4,13 @@ from the endpoint's thread (dictionary reads only: no I/O, no lock held by the s
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from trainop_core.node import logs
 from trainop_core.node.containers import ContainerRun, in_container
 from trainop_core.node.podrun import PodRun
+from trainop_core.node.remotecommand import ExecCommand
 
 
 class NodeContainers:
@@ -58,10 +57,9 @@ class NodeContainers:
 
     def exec_command(
         self, namespace: str, pod: str, container: str, command: Sequence[str], tty: bool
-    ) -> Any:
+    ) -> ExecCommand | None:
         found = self._find(namespace, pod, container)
         if found is None or not found[1].alive or found[1].launch is None:
             return None
         run, launch = found[1], found[1].launch
-        remote = importlib.import_module("trainop_core.node.remotecommand")
-        return remote.ExecCommand(in_container(launch, command), run.env(launch), launch.cwd)
+        return ExecCommand(in_container(launch, command), run.env(launch), launch.cwd)

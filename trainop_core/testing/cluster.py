@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainop_core.node.pki import KubeletPki
 from trainop_core.private_files import private_temp_dir
 
 from .binaries import BinaryBuildError, kubernetes_binaries
@@ -101,19 +102,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     from trainop_core.kinds.table import build_registry
 
     registry = build_registry()
+    pki_dir = private_temp_dir("trainop-kubelet-pki-")  # the nodes' and API server's certificates
     try:
         binaries = kubernetes_binaries(build=True)
+        args.kubelet_pki = None if args.stand_in else KubeletPki.create(pki_dir)
         plane = ControlPlane(
             binaries=binaries,
             crds=all_crds(registry.kinds),
             scheduler=not args.stand_in,
             node_monitor_grace=None if args.stand_in else NODE_MONITOR_GRACE,
+            kubelet_pki=args.kubelet_pki,
         )
         with plane as cp:
             _serve(cp, registry, args, done)
     except (BinaryBuildError, ControlPlaneError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        shutil.rmtree(pki_dir, ignore_errors=True)
     return 0
 
 
@@ -146,7 +152,7 @@ def _nodes(cp: ControlPlane, args: argparse.Namespace) -> contextlib.AbstractCon
         seconds = None if args.pod_seconds < 0 else args.pod_seconds
         return _stand_in(Kubelet(cp, [Rule("*", run_seconds=seconds)]))
     images = example_roots(cp.data_dir / "images" / "examples")
-    return _process_nodes(cp, args.nodes, images)
+    return _process_nodes(cp, args.nodes, images, args.kubelet_pki.directory)
 
 
 @contextlib.contextmanager
@@ -156,7 +162,9 @@ def _stand_in(kubelet: Kubelet) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _process_nodes(cp: ControlPlane, count: int, images: dict[str, str]) -> Iterator[str]:
+def _process_nodes(
+    cp: ControlPlane, count: int, images: dict[str, str], pki: Path
+) -> Iterator[str]:
     from trainop_core.node.network import ClusterNetwork, NetworkUnavailable
 
     network: ClusterNetwork | None = ClusterNetwork(cp.rest.connection)
@@ -167,7 +175,8 @@ def _process_nodes(cp: ControlPlane, count: int, images: dict[str, str]) -> Iter
     except NetworkUnavailable as exc:
         network, where = None, f"NO pod network ({exc}): pods share this machine's, 127.0.0.1"
     try:
-        with ProcessNodes(cp, count, images=images, network=network) as nodes:
+        nodes = ProcessNodes(cp, count, images=images, network=network, kubelet_pki=pki)
+        with nodes:
             yield (
                 f"process nodes {', '.join(nodes.names)} and kube-scheduler (pods really run); "
                 f"{where}"

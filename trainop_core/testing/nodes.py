@@ -5,8 +5,11 @@
 ``<data_dir>/node-<name>.log``) and waits until every Node is Ready. Given a started
 :class:`~trainop_core.node.network.ClusterNetwork` (``network=``), each node's pods join it (a
 network namespace each, an address from the node's slice, cluster DNS); without one they share
-this machine's network. :meth:`kill` SIGKILLs one (a
-lost machine), :meth:`start` starts one again. Use with ``ControlPlane(scheduler=True)`` so that
+this machine's network. Given a :class:`~trainop_core.node.pki.KubeletPki` directory
+(``kubelet_pki=``, the one the plane was started with: ``ControlPlane(kubelet_pki=...)``), each
+node serves its kubelet endpoint, so ``kubectl logs`` and ``kubectl exec`` reach its containers
+through kube-apiserver. :meth:`kill` SIGKILLs one (a lost machine), :meth:`start` starts one
+again. Use with ``ControlPlane(scheduler=True)`` so that
 pods are bound to them; ``node_monitor_grace`` makes a killed node's lease expiry count.
 
 The try-it cluster's containers of the images the examples name (:data:`EXAMPLE_IMAGES`: the
@@ -62,6 +65,7 @@ class ProcessNodes:
         heartbeat: float = 2.0,
         images: Mapping[str, str] | None = None,
         network: Any = None,
+        kubelet_pki: Path | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
         self.cp = cp
@@ -69,6 +73,7 @@ class ProcessNodes:
         self.heartbeat = heartbeat
         self.images = dict(images or {})
         self.network = network  # a started ClusterNetwork the nodes' pods join, or None
+        self.kubelet_pki = kubelet_pki  # a KubeletPki directory: nodes serve logs and exec
         self.extra_args = list(extra_args)
 
     def start(self, name: str | None = None, timeout: float = 60.0) -> ProcessNodes:
@@ -84,6 +89,8 @@ class ProcessNodes:
                 f"--name={name}", f"--root={self.cp.data_dir / 'nodes' / name}",
                 f"--heartbeat-seconds={self.heartbeat:g}", *self.extra_args]  # fmt: skip
         argv += [f"--image={ref}={path}" for ref, path in self.images.items()]
+        if self.kubelet_pki is not None:
+            argv.append(f"--kubelet-pki={self.kubelet_pki}")
         if self.network is not None:
             from trainop_core.node.podnet import HubAddress, node_slice
 
