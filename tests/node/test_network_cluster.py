@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from trainop_core.node.network import ClusterNetwork, NetworkUnavailable, Sandbox, netns
+from trainop_core.node.network import (
+    ClusterNetwork,
+    NetworkError,
+    NetworkUnavailable,
+    Sandbox,
+    netns,
+)
 from trainop_core.testing.builders import wait_for
 from trainop_core.testing.controlplane import ControlPlane
 
@@ -259,6 +265,17 @@ def test_stop_leaves_no_namespace_link_or_file(control_plane: ControlPlane) -> N
     assert [n for n in netns.netns_names() if n.startswith(f"{netns.PREFIX}{network.owner}-")] == []
     assert not network.state_dir.exists()
     assert not list(netns.ETC_NETNS.glob(f"{netns.PREFIX}{network.owner}-*"))
+
+
+def test_a_sandbox_that_cannot_be_plumbed_leaves_nothing(control_plane: ControlPlane) -> None:
+    with ClusterNetwork(control_plane.rest.connection) as network:
+        netns.ip("link", "add", "vp0", "type", "bridge", netns=network.hub)  # the name it wants
+        with pytest.raises(NetworkError, match="vp0"):
+            network.sandbox("ns", "a", "uid-a")
+        mine = [n for n in netns.netns_names() if n.startswith(f"{netns.PREFIX}{network.owner}-")]
+        assert mine == [network.hub]
+        assert not list(network.state_dir.glob("uts-*"))
+        assert network.sandbox("ns", "a", "uid-a").ip.startswith("10.244.")
 
 
 def test_what_a_crashed_owner_left_is_removed() -> None:

@@ -9,6 +9,7 @@ only through sockets this process opens in the host namespace. See docs/process-
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import itertools
 import os
@@ -130,7 +131,8 @@ class ClusterNetwork:
             if uid in self._sandboxes:
                 return self._sandboxes[uid]
             index, address = next(self._seq), self._allocate()
-        spec = SandboxSpec(namespace, pod_name, uid, hostname or pod_name, subdomain or "")
+        host = pod_hostname(hostname or pod_name)
+        spec = SandboxSpec(namespace, pod_name, uid, host, subdomain or "")
         name = f"{netns.PREFIX}{self.owner}-p{index}"
         uts = self.state_dir / f"uts-p{index}"
         sandbox = Sandbox(spec, address, name, uts, f"vp{index}", self._release)
@@ -165,7 +167,8 @@ class ClusterNetwork:
 
     def _release(self, sandbox: Sandbox) -> None:
         """Undo a sandbox (Sandbox.close calls this once)."""
-        netns.ip("link", "del", sandbox.hub_link, netns=self.hub) if _exists(self.hub) else None
+        with contextlib.suppress(NetworkError):  # not made yet, or the hub is gone already
+            netns.ip("link", "del", sandbox.hub_link, netns=self.hub)
         netns.delete_netns(sandbox.netns)
         netns.drop_uts(sandbox.uts)
         with self._lock:
@@ -260,5 +263,6 @@ def _server(connection: Connection) -> Address | None:
     return (str(infos[0][4][0]), port) if infos else None
 
 
-def _exists(name: str) -> bool:
-    return (netns.NETNS_DIR / name).exists()
+def pod_hostname(name: str) -> str:
+    """A pod's hostname as the kubelet makes it: at most 63 characters, not ending in - or ."""
+    return name[:63].rstrip("-.") or "pod"
