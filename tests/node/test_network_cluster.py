@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +253,12 @@ def test_a_wrapped_command_keeps_its_pid_and_one_sandbox_serves_a_pod(cluster: C
     process = subprocess.Popen(a.wrap(["sh", "-c", "echo $$"]), stdout=subprocess.PIPE, text=True)
     out, _ = process.communicate(timeout=30)
     assert int(out) == process.pid  # signals sent to the process reach the pod's program
+
+
+def test_a_pod_asked_for_from_many_threads_at_once_gets_one_sandbox(cluster: Cluster) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        made = list(pool.map(lambda _: cluster.sandbox("a"), range(4)))
+    assert all(sandbox is made[0] for sandbox in made)
 
 
 def test_stop_leaves_no_namespace_link_or_file(control_plane: ControlPlane) -> None:

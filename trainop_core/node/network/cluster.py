@@ -60,6 +60,7 @@ class ClusterNetwork:
         self.state_dir = netns.STATE_DIR / self.owner
         self._lock = threading.Lock()
         self._sandboxes: dict[str, Sandbox] = {}
+        self._making: dict[str, threading.Lock] = {}  # per uid: one sandbox made at a time
         self._used: set[int] = set()
         self._cursor, self._seq = 2, itertools.count()
         self._view: ClusterView | None = None
@@ -126,13 +127,23 @@ class ClusterNetwork:
         subdomain: str | None = None,
     ) -> Sandbox:
         """The pod's network namespace with its own IP, made on first call (the same Sandbox
-        for the same `uid` after that). Raises NetworkError, leaving nothing half-made."""
+        for the same `uid` after that, also when asked from several threads at once). Raises
+        NetworkError, leaving nothing half-made."""
         with self._lock:
-            if uid in self._sandboxes:
-                return self._sandboxes[uid]
-            index, address = next(self._seq), self._allocate()
-        host = pod_hostname(hostname or pod_name)
-        spec = SandboxSpec(namespace, pod_name, uid, host, subdomain or "")
+            making = self._making.setdefault(uid, threading.Lock())
+        with making:
+            with self._lock:
+                if uid in self._sandboxes:
+                    return self._sandboxes[uid]
+                index, address = next(self._seq), self._allocate()
+            spec = SandboxSpec(namespace, pod_name, uid, pod_hostname(hostname or pod_name),
+                               subdomain or "")  # fmt: skip
+            sandbox = self._make(spec, index, address)
+            with self._lock:
+                self._sandboxes[uid] = sandbox
+            return sandbox
+
+    def _make(self, spec: SandboxSpec, index: int, address: str) -> Sandbox:
         name = f"{netns.PREFIX}{self.owner}-p{index}"
         uts = self.state_dir / f"uts-p{index}"
         sandbox = Sandbox(spec, address, name, uts, f"vp{index}", self._release)
@@ -141,8 +152,6 @@ class ClusterNetwork:
         except BaseException:
             sandbox.close()
             raise
-        with self._lock:
-            self._sandboxes[uid] = sandbox
         return sandbox
 
     def _plumb(self, sandbox: Sandbox) -> None:
@@ -172,7 +181,9 @@ class ClusterNetwork:
         netns.delete_netns(sandbox.netns)
         netns.drop_uts(sandbox.uts)
         with self._lock:
-            self._sandboxes.pop(sandbox.spec.uid, None)
+            if self._sandboxes.get(sandbox.spec.uid) is sandbox:
+                self._sandboxes.pop(sandbox.spec.uid)
+                self._making.pop(sandbox.spec.uid, None)
             self._used.discard(int(ipaddress.IPv4Address(sandbox.ip)))
 
     def _allocate(self) -> str:
