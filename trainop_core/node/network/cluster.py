@@ -155,24 +155,7 @@ class ClusterNetwork:
         return sandbox
 
     def _plumb(self, sandbox: Sandbox) -> None:
-        netns.add_netns(sandbox.netns)
-        link = sandbox.hub_link
-        netns.ip(netns=self.hub, batch=[
-            f"link add {link} type veth peer name eth0 netns {sandbox.netns}",
-            f"link set {link} master br0",
-            f"link set {link} up",
-        ])  # fmt: skip
-        netns.ip(netns=sandbox.netns, batch=[
-            "link set lo up",
-            f"addr add {sandbox.ip}/{self.pod_network.prefixlen} dev eth0",
-            "link set eth0 up",
-            f"route add default via {self.gateway}",
-        ])  # fmt: skip
-        netns.write_etc(sandbox.netns, {
-            "resolv.conf": resolv_conf(sandbox.spec.namespace, self.zone, self.dns_ip),
-            "hosts": hosts_file(sandbox.spec, sandbox.ip, self.zone),
-        })  # fmt: skip
-        netns.new_uts(sandbox.uts, sandbox.spec.hostname)
+        plumb(sandbox, self.hub, self.gateway, self.pod_network.prefixlen, self.zone)
 
     def _release(self, sandbox: Sandbox) -> None:
         """Undo a sandbox (Sandbox.close calls this once)."""
@@ -248,6 +231,30 @@ class ClusterNetwork:
         if ipaddress.IPv4Address(address[0]) in self.pod_network:
             return self._hub_socket(socket.SOCK_STREAM)
         return socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # the host's: the API server
+
+
+def plumb(sandbox: Sandbox, hub: str, gateway: str, prefixlen: int, zone: str) -> None:
+    """Make `sandbox`'s namespace, its veth into `hub`'s bridge, its address and default route
+    via `gateway` (also its DNS server), its resolv.conf, hosts file and hostname. Used by
+    whoever makes sandboxes on a hub: the hub's owner, or a process node joining it."""
+    netns.add_netns(sandbox.netns)
+    link = sandbox.hub_link
+    netns.ip(netns=hub, batch=[
+        f"link add {link} type veth peer name eth0 netns {sandbox.netns}",
+        f"link set {link} master br0",
+        f"link set {link} up",
+    ])  # fmt: skip
+    netns.ip(netns=sandbox.netns, batch=[
+        "link set lo up",
+        f"addr add {sandbox.ip}/{prefixlen} dev eth0",
+        "link set eth0 up",
+        f"route add default via {gateway}",
+    ])  # fmt: skip
+    netns.write_etc(sandbox.netns, {
+        "resolv.conf": resolv_conf(sandbox.spec.namespace, zone, gateway),
+        "hosts": hosts_file(sandbox.spec, sandbox.ip, zone),
+    })  # fmt: skip
+    netns.new_uts(sandbox.uts, sandbox.spec.hostname)
 
 
 class _NoServices:
