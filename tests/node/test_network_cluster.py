@@ -8,12 +8,19 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from trainop_core.node.network import ClusterNetwork, NetworkUnavailable, Sandbox, netns
+from trainop_core.node.network import (
+    ClusterNetwork,
+    NetworkError,
+    NetworkUnavailable,
+    Sandbox,
+    netns,
+)
 from trainop_core.testing.builders import wait_for
 from trainop_core.testing.controlplane import ControlPlane
 
@@ -248,6 +255,12 @@ def test_a_wrapped_command_keeps_its_pid_and_one_sandbox_serves_a_pod(cluster: C
     assert int(out) == process.pid  # signals sent to the process reach the pod's program
 
 
+def test_a_pod_asked_for_from_many_threads_at_once_gets_one_sandbox(cluster: Cluster) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        made = list(pool.map(lambda _: cluster.sandbox("a"), range(4)))
+    assert all(sandbox is made[0] for sandbox in made)
+
+
 def test_stop_leaves_no_namespace_link_or_file(control_plane: ControlPlane) -> None:
     network = ClusterNetwork(control_plane.rest.connection).start()
     first = network.sandbox("ns", "a", "uid-a")
@@ -259,6 +272,17 @@ def test_stop_leaves_no_namespace_link_or_file(control_plane: ControlPlane) -> N
     assert [n for n in netns.netns_names() if n.startswith(f"{netns.PREFIX}{network.owner}-")] == []
     assert not network.state_dir.exists()
     assert not list(netns.ETC_NETNS.glob(f"{netns.PREFIX}{network.owner}-*"))
+
+
+def test_a_sandbox_that_cannot_be_plumbed_leaves_nothing(control_plane: ControlPlane) -> None:
+    with ClusterNetwork(control_plane.rest.connection) as network:
+        netns.ip("link", "add", "vp0", "type", "bridge", netns=network.hub)  # the name it wants
+        with pytest.raises(NetworkError, match="vp0"):
+            network.sandbox("ns", "a", "uid-a")
+        mine = [n for n in netns.netns_names() if n.startswith(f"{netns.PREFIX}{network.owner}-")]
+        assert mine == [network.hub]
+        assert not list(network.state_dir.glob("uts-*"))
+        assert network.sandbox("ns", "a", "uid-a").ip.startswith("10.244.")
 
 
 def test_what_a_crashed_owner_left_is_removed() -> None:

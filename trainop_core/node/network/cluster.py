@@ -9,6 +9,7 @@ only through sockets this process opens in the host namespace. See docs/process-
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import itertools
 import os
@@ -59,6 +60,7 @@ class ClusterNetwork:
         self.state_dir = netns.STATE_DIR / self.owner
         self._lock = threading.Lock()
         self._sandboxes: dict[str, Sandbox] = {}
+        self._making: dict[str, threading.Lock] = {}  # per uid: one sandbox made at a time
         self._used: set[int] = set()
         self._cursor, self._seq = 2, itertools.count()
         self._view: ClusterView | None = None
@@ -125,12 +127,23 @@ class ClusterNetwork:
         subdomain: str | None = None,
     ) -> Sandbox:
         """The pod's network namespace with its own IP, made on first call (the same Sandbox
-        for the same `uid` after that). Raises NetworkError, leaving nothing half-made."""
+        for the same `uid` after that, also when asked from several threads at once). Raises
+        NetworkError, leaving nothing half-made."""
         with self._lock:
-            if uid in self._sandboxes:
-                return self._sandboxes[uid]
-            index, address = next(self._seq), self._allocate()
-        spec = SandboxSpec(namespace, pod_name, uid, hostname or pod_name, subdomain or "")
+            making = self._making.setdefault(uid, threading.Lock())
+        with making:
+            with self._lock:
+                if uid in self._sandboxes:
+                    return self._sandboxes[uid]
+                index, address = next(self._seq), self._allocate()
+            spec = SandboxSpec(namespace, pod_name, uid, pod_hostname(hostname or pod_name),
+                               subdomain or "")  # fmt: skip
+            sandbox = self._make(spec, index, address)
+            with self._lock:
+                self._sandboxes[uid] = sandbox
+            return sandbox
+
+    def _make(self, spec: SandboxSpec, index: int, address: str) -> Sandbox:
         name = f"{netns.PREFIX}{self.owner}-p{index}"
         uts = self.state_dir / f"uts-p{index}"
         sandbox = Sandbox(spec, address, name, uts, f"vp{index}", self._release)
@@ -139,8 +152,6 @@ class ClusterNetwork:
         except BaseException:
             sandbox.close()
             raise
-        with self._lock:
-            self._sandboxes[uid] = sandbox
         return sandbox
 
     def _plumb(self, sandbox: Sandbox) -> None:
@@ -148,11 +159,14 @@ class ClusterNetwork:
 
     def _release(self, sandbox: Sandbox) -> None:
         """Undo a sandbox (Sandbox.close calls this once)."""
-        netns.ip("link", "del", sandbox.hub_link, netns=self.hub) if _exists(self.hub) else None
+        with contextlib.suppress(NetworkError):  # not made yet, or the hub is gone already
+            netns.ip("link", "del", sandbox.hub_link, netns=self.hub)
         netns.delete_netns(sandbox.netns)
         netns.drop_uts(sandbox.uts)
         with self._lock:
-            self._sandboxes.pop(sandbox.spec.uid, None)
+            if self._sandboxes.get(sandbox.spec.uid) is sandbox:
+                self._sandboxes.pop(sandbox.spec.uid)
+                self._making.pop(sandbox.spec.uid, None)
             self._used.discard(int(ipaddress.IPv4Address(sandbox.ip)))
 
     def _allocate(self) -> str:
@@ -267,5 +281,6 @@ def _server(connection: Connection) -> Address | None:
     return (str(infos[0][4][0]), port) if infos else None
 
 
-def _exists(name: str) -> bool:
-    return (netns.NETNS_DIR / name).exists()
+def pod_hostname(name: str) -> str:
+    """A pod's hostname as the kubelet makes it: at most 63 characters, not ending in - or ."""
+    return name[:63].rstrip("-.") or "pod"

@@ -49,9 +49,12 @@ def preflight(
 def ip(*args: str, netns: str = "", batch: Sequence[str] = ()) -> str:
     """Run one `ip` command (in `netns` when given), or a batch of them with `-batch -`."""
     argv = ["ip", *(["-n", netns] if netns else []), *args]
-    if batch:
-        argv += ["-batch", "-"]
-    return run(argv, "\n".join(batch) + "\n" if batch else None)
+    if not batch:
+        return run(argv)
+    try:
+        return run([*argv, "-batch", "-"], "\n".join(batch) + "\n")
+    except NetworkError as exc:  # ip names only the failing line's number: quote the commands
+        raise NetworkError(f"{exc} (commands: {'; '.join(batch)})") from None
 
 
 def run(argv: list[str], stdin: str | None = None) -> str:

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 Address = tuple[str, int]
 CONNECT_TIMEOUT = 5.0
 CHUNK = 256 * 1024
+MAX_CONNECTIONS = 1024  # proxied at once (two threads each); more are refused until some end
 
 
 class ServiceSource(Protocol):
@@ -56,6 +57,7 @@ class ServiceProxy:
         self._stopped = threading.Event()
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
     def start(self) -> None:
         self._selector.register(self._wake_r, selectors.EVENT_READ)
@@ -127,8 +129,17 @@ class ServiceProxy:
             client, _ = sock.accept()
         except OSError:
             return
+        if not self._slots.acquire(blocking=False):
+            client.close()
+            return
         client.setblocking(True)
-        threading.Thread(target=self._serve, args=(client, route), daemon=True).start()
+        threading.Thread(target=self._serve_counted, args=(client, route), daemon=True).start()
+
+    def _serve_counted(self, client: socket.socket, route: Route) -> None:
+        try:
+            self._serve(client, route)
+        finally:
+            self._slots.release()
 
     def _serve(self, client: socket.socket, route: Route) -> None:
         upstream = self._dial(route)
