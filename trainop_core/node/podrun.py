@@ -11,7 +11,6 @@ then the container waits, saying why) and calls :meth:`PodRun.poll` from one thr
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -190,7 +189,3 @@ class PodRun:
         if not ok and reason:
             condition["reason"] = reason
         return condition
-
-
-def monotonic() -> float:
-    return time.monotonic()
