@@ -1,9 +1,10 @@
 """The real control plane's binaries, built or found once per machine and cached.
 
-* **kube-apiserver** and **kube-controller-manager** are not published by any package registry,
-  so they are built with this machine's Go from the Go module proxy: a scratch module requires
-  ``k8s.io/kubernetes`` at :data:`KUBERNETES_VERSION` and pins every staging module that version's
-  own go.mod replaces with a local path to its published ``v0.Y.Z`` tag.
+* **kube-apiserver**, **kube-controller-manager** and **kube-scheduler** are not published by
+  any package registry, so they are built with this machine's Go from the Go module proxy: a
+  scratch module requires ``k8s.io/kubernetes`` at :data:`KUBERNETES_VERSION` and pins every
+  staging module that version's own go.mod replaces with a local path to its published
+  ``v0.Y.Z`` tag.
 * **etcd** is built the same way from its server module at :data:`ETCD_VERSION`, the newest
   patch of etcd 3.6, the minor line Kubernetes 1.36 is released and tested with (PyPI's only etcd
   wheel carries 3.5.1, in the 3.5.0-3.5.2 range etcd's maintainers flagged for data
@@ -43,7 +44,7 @@ from typing import Any
 KUBERNETES_VERSION = "v1.36.3"
 
 KUBERNETES_MODULE = "k8s.io/kubernetes"
-KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager")
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 #: The one place the etcd version of the test control plane is pinned.
 ETCD_VERSION = "v3.6.16"
@@ -65,6 +66,7 @@ class KubeBinaries:
     etcd: Path
     kube_apiserver: Path
     kube_controller_manager: Path
+    kube_scheduler: Path
 
 
 def cache_dir() -> Path:
@@ -85,6 +87,7 @@ def kubernetes_binaries(
         etcd=etcd_binary(build=build, log=log),
         kube_apiserver=commands["kube-apiserver"],
         kube_controller_manager=commands["kube-controller-manager"],
+        kube_scheduler=commands["kube-scheduler"],
     )
 
 
@@ -331,8 +334,8 @@ def _go_command() -> str:
     if not go:
         raise BinaryBuildError(
             f"Go is not installed (no 'go' on PATH): it is needed once per machine to build "
-            f"kube-apiserver and kube-controller-manager {KUBERNETES_VERSION} and etcd "
-            f"{ETCD_VERSION} (Go 1.26.x, https://go.dev/dl/)"
+            f"kube-apiserver, kube-controller-manager and kube-scheduler {KUBERNETES_VERSION} "
+            f"and etcd {ETCD_VERSION} (Go 1.26.x, https://go.dev/dl/)"
         )
     return go
 
@@ -406,8 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=BUILD_COMMAND,
         description=(
-            "Build (or reuse) the test control plane's binaries: kube-apiserver and "
-            f"kube-controller-manager {KUBERNETES_VERSION} and etcd {ETCD_VERSION}, built with "
+            "Build (or reuse) the test control plane's binaries: kube-apiserver, "
+            f"kube-controller-manager and kube-scheduler {KUBERNETES_VERSION} and etcd "
+            f"{ETCD_VERSION}, built with "
             "this machine's Go from the Go module proxy. Cached per machine under "
             "$TRAINOP_CACHE_DIR (default ~/.cache/trainop); prints where they are."
         ),
@@ -425,6 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "etcd": str(binaries.etcd),
         "kube-apiserver": str(binaries.kube_apiserver),
         "kube-controller-manager": str(binaries.kube_controller_manager),
+        "kube-scheduler": str(binaries.kube_scheduler),
     }
     if args.json:
         print(json.dumps(paths, indent=2))

@@ -1,17 +1,22 @@
 """``python -m trainop_core.testing.cluster``: try the operator with kubectl and no cluster.
 
-Builds (or reuses) the binaries, starts a real kube-apiserver + etcd + kube-controller-manager on
-127.0.0.1, installs the CRDs, runs the operator in this process and the kubelet stand-in, writes an
-admin kubeconfig and waits; Ctrl-C (or SIGTERM) stops everything and removes its data.
+Builds (or reuses) the binaries, starts a real kube-apiserver + etcd + kube-controller-manager +
+kube-scheduler on 127.0.0.1, installs the CRDs, starts ``--nodes`` process nodes (default 2:
+:mod:`trainop_core.node`, kubelets that run every pod bound to them as processes of this machine),
+runs the operator in this process, writes an admin kubeconfig and waits; Ctrl-C (or SIGTERM) stops
+everything and removes its data. Jobs really train: ``kubectl apply -f examples/pytorch/ddp.yaml``
+runs the example's processes, ``kubectl logs`` shows their output.
 
 The admin kubeconfig holds a token for everything: by default it goes to a new directory with a
 random name (mode 0700) under the temporary directory, never to a name another local user could
 guess and plant a link at; `--kubeconfig PATH` writes it atomically without following a link
 there (see `trainop_core.private_files`).
 
-It is not a cluster: there are no real nodes, no scheduler, no container runtime and no image
-pulls. The kubelet stand-in binds every pod to one fake node and moves it through its phases by
-rule (by default each pod "runs" for ``--pod-seconds`` and exits 0); nothing is executed.
+No image is pulled: a container runs its ``command`` (``python`` is this interpreter), and the
+examples' image (``ghcr.io/trainop/examples``) starts in a directory holding every example script.
+``--stand-in`` starts the old rule-based kubelet stand-in instead of process nodes and no
+scheduler: it binds every pod to one fake node and moves it through its phases by rule (each pod
+"runs" for ``--pod-seconds`` and exits 0); nothing is executed.
 """
 
 from __future__ import annotations
@@ -28,22 +33,27 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainop_core.node.pki import KubeletPki
 from trainop_core.private_files import private_temp_dir
 
 from .binaries import BinaryBuildError, kubernetes_binaries
 from .controlplane import ControlPlane, ControlPlaneError
 from .kubelet import Kubelet, Rule
+from .nodes import ProcessNodes, example_roots
 
 PROG = "python -m trainop_core.testing.cluster"
+#: How long a silent node stays Ready, and pods on it tolerate it being lost.
+NODE_MONITOR_GRACE = 20.0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description=(
-            "A local Kubernetes control plane (real kube-apiserver, etcd and "
-            "kube-controller-manager; no nodes, scheduler or container runtime) with the trainop "
-            "CRDs, the trainop operator and a kubelet stand-in, for trying the operator with "
+            "A local Kubernetes cluster: a real control plane (kube-apiserver, etcd, "
+            "kube-controller-manager, kube-scheduler) with the trainop CRDs, the trainop "
+            "operator and process nodes that run every pod's command as processes of this "
+            "machine (no container runtime, no image pulls), for trying the operator with "
             "kubectl. Ctrl-C stops it."
         ),
     )
@@ -55,10 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
         "temporary directory, removed at the end; the path is printed)",
     )
     parser.add_argument(
+        "--nodes", type=_node_count, default=2, help="how many process nodes (default 2)"
+    )
+    parser.add_argument(
+        "--stand-in",
+        action="store_true",
+        help="no process nodes or scheduler: the rule-based kubelet stand-in binds every pod to "
+        "one fake node and moves it through its phases without running anything",
+    )
+    parser.add_argument(
         "--pod-seconds",
         type=float,
         default=10.0,
-        help="how long every pod 'runs' before it exits 0; negative: pods run until deleted",
+        help="with --stand-in: how long every pod 'runs' before it exits 0; negative: pods run "
+        "until deleted",
     )
     parser.add_argument(
         "--no-operator",
@@ -82,31 +102,88 @@ def main(argv: Sequence[str] | None = None) -> int:
     from trainop_core.kinds.table import build_registry
 
     registry = build_registry()
+    pki_dir = private_temp_dir("trainop-kubelet-pki-")  # the nodes' and API server's certificates
     try:
         binaries = kubernetes_binaries(build=True)
-        with ControlPlane(binaries=binaries, crds=all_crds(registry.kinds)) as cp:
+        args.kubelet_pki = None if args.stand_in else KubeletPki.create(pki_dir)
+        plane = ControlPlane(
+            binaries=binaries,
+            crds=all_crds(registry.kinds),
+            scheduler=not args.stand_in,
+            node_monitor_grace=None if args.stand_in else NODE_MONITOR_GRACE,
+            kubelet_pki=args.kubelet_pki,
+        )
+        with plane as cp:
             _serve(cp, registry, args, done)
     except (BinaryBuildError, ControlPlaneError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        shutil.rmtree(pki_dir, ignore_errors=True)
     return 0
+
+
+def _node_count(text: str) -> int:
+    count = int(text)
+    if not 1 <= count <= 16:
+        raise argparse.ArgumentTypeError(f"--nodes must be between 1 and 16, not {count}")
+    return count
 
 
 def _serve(
     cp: ControlPlane, registry: Any, args: argparse.Namespace, done: threading.Event
 ) -> None:
     cp.ensure_namespace("kubeflow")  # where the examples put their jobs
-    seconds = None if args.pod_seconds < 0 else args.pod_seconds
     with admin_kubeconfig(args.kubeconfig) as kubeconfig:
         cp.kubeconfig_for(cp.admin_token, kubeconfig, user="trainop-admin")
-        with Kubelet(cp, [Rule("*", run_seconds=seconds)]) as kubelet:
+        with _nodes(cp, args) as nodes:
             manager, thread = (None, None) if args.no_operator else _start_operator(cp, registry)
-            _print_help(cp, kubeconfig, kubelet, operator=manager is not None)
+            _print_help(cp, kubeconfig, nodes, operator=manager is not None)
             done.wait()
             print("stopping ...", file=sys.stderr, flush=True)
             if manager is not None and thread is not None:
                 manager.shutdown()
                 thread.join(15)
+
+
+def _nodes(cp: ControlPlane, args: argparse.Namespace) -> contextlib.AbstractContextManager[str]:
+    """The nodes for the block: process nodes, or the stand-in; yields a line describing them."""
+    if args.stand_in:
+        seconds = None if args.pod_seconds < 0 else args.pod_seconds
+        return _stand_in(Kubelet(cp, [Rule("*", run_seconds=seconds)]))
+    images = example_roots(cp.data_dir / "images" / "examples")
+    return _process_nodes(cp, args.nodes, images, args.kubelet_pki.directory)
+
+
+@contextlib.contextmanager
+def _stand_in(kubelet: Kubelet) -> Iterator[str]:
+    with kubelet:
+        yield f"node {kubelet.node_name} (the kubelet stand-in: nothing runs)"
+
+
+@contextlib.contextmanager
+def _process_nodes(
+    cp: ControlPlane, count: int, images: dict[str, str], pki: Path
+) -> Iterator[str]:
+    from trainop_core.node.network import ClusterNetwork, NetworkUnavailable
+
+    network: ClusterNetwork | None = ClusterNetwork(cp.rest.connection)
+    try:
+        assert network is not None
+        network.start()
+        where = f"pods on network {network.pod_network}, cluster DNS at {network.dns_ip}"
+    except NetworkUnavailable as exc:
+        network, where = None, f"NO pod network ({exc}): pods share this machine's, 127.0.0.1"
+    try:
+        nodes = ProcessNodes(cp, count, images=images, network=network, kubelet_pki=pki)
+        with nodes:
+            yield (
+                f"process nodes {', '.join(nodes.names)} and kube-scheduler (pods really run); "
+                f"{where}"
+            )
+    finally:
+        if network is not None:
+            network.stop()
 
 
 @contextlib.contextmanager
@@ -142,15 +219,16 @@ def _start_operator(cp: ControlPlane, registry: Any) -> tuple[Any, threading.Thr
     return manager, thread
 
 
-def _print_help(cp: ControlPlane, kubeconfig: Path, kubelet: Kubelet, operator: bool) -> None:
+def _print_help(cp: ControlPlane, kubeconfig: Path, nodes: str, operator: bool) -> None:
     print(
         f"""
-kube-apiserver {cp.url} ready in {cp.start_seconds:.1f} s; node {kubelet.node_name} (a stand-in);
+kube-apiserver {cp.url} ready in {cp.start_seconds:.1f} s; {nodes};
 {"the trainop operator is running in this process" if operator else "no operator running"}.
 
   export KUBECONFIG={kubeconfig}
   kubectl apply -f examples/pytorch/ddp.yaml
   kubectl get pytorchjobs -n kubeflow -w
+  kubectl logs -n kubeflow pytorch-ddp-digits-master-0
 
 Ctrl-C stops everything and removes the control plane's data.
 """,

@@ -3,10 +3,13 @@
 etcd and kube-apiserver (and, by default, kube-controller-manager running only its garbage
 collector and namespace controllers) on free 127.0.0.1 ports, with a self-signed serving
 certificate, static token authentication (an admin in ``system:masters``), RBAC authorization and
-a service-account signing key, so ServiceAccount tokens work. There is no kubelet, scheduler or
-node: pods stay Pending unless a stand-in (:class:`~trainop_core.testing.kubelet.Kubelet`) moves
-them. Nor is there the ClusterRole aggregation controller: the built-in aggregated roles (admin,
-edit, view) grant nothing; bind your own ClusterRoles. Importing this module needs only the
+a service-account signing key, so ServiceAccount tokens work. There is no kubelet or node: pods
+stay Pending unless a stand-in (:class:`~trainop_core.testing.kubelet.Kubelet`) moves them or a
+process node (:mod:`trainop_core.node`) runs them; with ``scheduler=True`` a real kube-scheduler
+binds pods to nodes, and ``node_monitor_grace`` adds kube-controller-manager's node lifecycle
+(a node whose lease expires is marked, its pods evicted) and pod garbage collection. Nor is there
+the ClusterRole aggregation controller: the built-in aggregated roles (admin, edit, view) grant
+nothing; bind your own ClusterRoles. Importing this module needs only the
 standard library::
 
     from trainop_core.testing.controlplane import ControlPlane
@@ -49,6 +52,8 @@ from . import _reaper
 from .rest import Obj, Rest, RestError
 
 if TYPE_CHECKING:  # imported when needed: `python -m ...binaries` must not find it loaded
+    from trainop_core.node.pki import KubeletPki
+
     from .binaries import KubeBinaries
 
 ADMIN_USER = "trainop-admin"
@@ -66,10 +71,19 @@ class ControlPlane:
     ``controller_manager`` runs kube-controller-manager with ``garbagecollector,namespace`` (owner
     references are collected, deleted namespaces go away). ``watch_cache=False`` makes watches read
     etcd directly, so :meth:`compact_etcd` turns an old resourceVersion into a real 410 Gone.
-    ``apiserver_flags`` are appended to kube-apiserver's command line. ``crds`` are installed
+    ``apiserver_flags`` are appended to kube-apiserver's command line. ``kubelet_pki`` (a
+    :class:`~trainop_core.node.pki.KubeletPki`) makes kube-apiserver present its kubelet client
+    certificate to nodes and check their serving certificates. ``crds`` are installed
     (and served) before kube-controller-manager starts: its garbage collector discovers resource
     types every 30 s, so owner references to a CRD's objects installed later are only collected
     once it has noticed the CRD.
+
+    ``scheduler`` starts kube-scheduler (leader election off, the admin's kubeconfig): pods with
+    the default schedulerName are bound to Ready nodes that fit them. ``node_monitor_grace``
+    (seconds) also runs the node lifecycle, taint eviction, pod garbage collection and
+    EndpointSlice controllers, a node being marked unreachable that long after its last lease
+    renewal, and pods tolerating an unreachable or not-ready node for as long (kube-apiserver's
+    default tolerations). Leave it None where kubelet stand-ins, which renew no lease, hold pods.
     """
 
     def __init__(
@@ -78,16 +92,23 @@ class ControlPlane:
         binaries: KubeBinaries | None = None,
         controller_manager: bool = True,
         watch_cache: bool = True,
+        kubelet_pki: KubeletPki | None = None,
         apiserver_flags: Sequence[str] = (),
         crds: Iterable[Obj] = (),
         ready_timeout: float = 90.0,
+        scheduler: bool = False,
+        node_monitor_grace: float | None = None,
     ) -> None:
         self.binaries = binaries
         self.with_controller_manager = controller_manager
         self.watch_cache = watch_cache
         self.apiserver_flags = list(apiserver_flags)
+        if kubelet_pki is not None:
+            self.apiserver_flags += kubelet_pki.apiserver_flags()
         self.crds = list(crds)
         self.ready_timeout = ready_timeout
+        self.with_scheduler = scheduler
+        self.node_monitor_grace = node_monitor_grace
         self.data_dir = Path()
         self.admin_token = secrets.token_hex(24)
         self.etcd_url = ""
@@ -110,6 +131,8 @@ class ControlPlane:
             self.install_crds(self.crds)
             if self.with_controller_manager:
                 self._start_controller_manager(binaries)
+            if self.with_scheduler:
+                self._start_scheduler(binaries)
         except BaseException:
             self.stop()
             raise
@@ -371,6 +394,7 @@ class ControlPlane:
                 "--profiling=false",
                 "--endpoint-reconciler-type=none",  # 127.0.0.1 is no valid endpoint: no noise
                 f"--watch-cache={'true' if self.watch_cache else 'false'}",
+                *self._toleration_flags(),
                 *self.apiserver_flags,
             ],
         )
@@ -398,7 +422,7 @@ class ControlPlane:
             [
                 str(binaries.kube_controller_manager),
                 f"--kubeconfig={self.kubeconfig}",
-                "--controllers=garbagecollector,namespace",
+                *self._controller_flags(),
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
@@ -408,6 +432,48 @@ class ControlPlane:
         self._wait_ready(
             "kube-controller-manager", lambda: http_ok(f"https://127.0.0.1:{port}/healthz")
         )
+
+    def _controller_flags(self) -> list[str]:
+        controllers = ["garbagecollector", "namespace"]
+        if self.node_monitor_grace is None:
+            return [f"--controllers={','.join(controllers)}"]
+        controllers += [
+            "node-lifecycle-controller",
+            "taint-eviction-controller",
+            "pod-garbage-collector-controller",
+            "endpointslice-controller",
+        ]
+        return [
+            f"--controllers={','.join(controllers)}",
+            f"--node-monitor-grace-period={self.node_monitor_grace:g}s",
+            "--node-monitor-period=1s",
+        ]
+
+    def _toleration_flags(self) -> list[str]:
+        if self.node_monitor_grace is None:
+            return []
+        seconds = max(1, round(self.node_monitor_grace))
+        return [
+            f"--default-not-ready-toleration-seconds={seconds}",
+            f"--default-unreachable-toleration-seconds={seconds}",
+        ]
+
+    def _start_scheduler(self, binaries: KubeBinaries) -> None:
+        port = _free_port()
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(binaries.kube_scheduler),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--profiling=false",
+            ],
+        )
+        self._wait_ready("kube-scheduler", lambda: http_ok(f"https://127.0.0.1:{port}/healthz"))
 
     def _wait_ready(self, name: str, ready: Callable[[], bool]) -> None:
         self.wait_ready(name, ready, self.ready_timeout)

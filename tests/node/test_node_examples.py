@@ -1,0 +1,140 @@
+"""The examples applied with kubectl train through the operator on process nodes: their pods are
+scheduled by kube-scheduler onto the two nodes, find each other through cluster DNS and print
+their accuracy line, read back from the nodes."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from k8s import fast_operator_options
+from nodekit import NodeCluster
+
+from trainop_core.testing.builders import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "expectations", ROOT / "tests" / "examples_support" / "expectations.py"
+)
+assert _spec is not None and _spec.loader is not None
+expectations = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(expectations)
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "XGBoostJob": "xgboostjobs",
+           "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs"}  # fmt: skip
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    done = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def applied(
+    example: str, ns: str, kubeconfig: Path, tmp_path: Path, env: dict[str, str]
+) -> dict[str, Any]:
+    job = yaml.safe_load((ROOT / example).read_text())
+    job["metadata"]["namespace"] = ns
+    for replica in next(v for k, v in job["spec"].items() if k.endswith("ReplicaSpecs")).values():
+        for container in replica["template"]["spec"]["containers"]:
+            extra = [{"name": k, "value": v} for k, v in env.items()]
+            container["env"] = [*(container.get("env") or []), *extra]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    kubectl(kubeconfig, "apply", "-f", str(path))
+    return dict(job)
+
+
+def finished(cluster: NodeCluster, job: dict[str, Any]) -> str:
+    meta = job["metadata"]
+    path = f"/apis/kubeflow.org/v1/namespaces/{meta['namespace']}/{PLURALS[job['kind']]}"
+    conditions = cluster.cp.rest.get(f"{path}/{meta['name']}").get("status", {}).get("conditions")
+    done = [c["type"] for c in conditions or [] if c["status"] == "True"]
+    return next((c for c in done if c in ("Succeeded", "Failed")), "")
+
+
+def all_logs(cluster: NodeCluster, ns: str) -> str:
+    pods = cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+    return "\n".join(cluster.log(ns, p["metadata"]["name"]) for p in pods)
+
+
+def run_example(
+    example: str,
+    cluster: NodeCluster,
+    ns: str,
+    kubeconfig: Path,
+    tmp_path: Path,
+    registry: Any,
+    env: dict[str, str] | None = None,
+    gone: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Apply `example` (with `env` added to its containers), wait for the job to end, check
+    its output (but the lines `gone`, printed by pods deleted since, with their logs); the job
+    as it ended."""
+    from clusters import running_operator
+
+    expected = expectations.EXAMPLES[example]
+    with running_operator(cluster.cp, registry, fast_operator_options(ns)):
+        job = applied(example, ns, kubeconfig, tmp_path, env or {})
+        outcome = wait_for(lambda: finished(cluster, job), expected["timeout_s"] * 2, 0.5)
+        logs = all_logs(cluster, ns)
+        meta = job["metadata"]
+        path = f"/apis/kubeflow.org/v1/namespaces/{ns}/{PLURALS[job['kind']]}/{meta['name']}"
+        ended: dict[str, Any] = cluster.cp.rest.get(path)
+    assert outcome == "Succeeded", logs[-3000:]
+    for pattern in [p for p in expected["must_match"] if p not in gone]:
+        assert re.search(pattern, logs, re.MULTILINE), (pattern, logs[-3000:])
+    nodes = {
+        p["spec"]["nodeName"] for p in cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+    }
+    assert len(nodes) == 2  # kube-scheduler spread the replicas over both nodes
+    return ended
+
+
+def test_the_pytorch_ddp_example_trains_through_the_operator(
+    node_cluster: NodeCluster, ns: str, kubeconfig: Path, tmp_path: Path, registry: Any
+) -> None:
+    run_example("examples/pytorch/ddp.yaml", node_cluster, ns, kubeconfig, tmp_path, registry)
+
+
+def test_a_replica_exiting_137_is_re_created_under_the_exit_code_policy(
+    node_cluster: NodeCluster, ns: str, kubeconfig: Path, tmp_path: Path, registry: Any
+) -> None:
+    # The example's marker must outlive the failed pod: this machine's disk, as a volume would.
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = {"FLAKY_MARKER_DIR": str(markers)}
+    first_run = ("rank=1 failing once with exit code 137",)  # its pod was deleted, with its log
+    job = run_example("examples/exitcode/retry.yaml", node_cluster, ns, kubeconfig, tmp_path,
+                      registry, env, gone=first_run)  # fmt: skip
+    events = node_cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    said = {(e["reason"], e["message"]) for e in events}
+    assert any(reason.endswith("Restarting") for reason, _ in said), said
+    assert any("exited with code 137" in message for _, message in said), said
+    assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "example",
+    ["examples/tensorflow/mwms.yaml", "examples/paddle/collective.yaml",
+     "examples/xgboost/dist.yaml", "examples/jax/logreg.yaml"],
+    ids=["tensorflow mwms trains", "paddle trains", "xgboost trains", "jax trains"],
+)  # fmt: skip
+def test_more_examples_train_through_the_operator(
+    example: str,
+    node_cluster: NodeCluster,
+    ns: str,
+    kubeconfig: Path,
+    tmp_path: Path,
+    registry: Any,
+) -> None:
+    run_example(example, node_cluster, ns, kubeconfig, tmp_path, registry)
