@@ -316,10 +316,12 @@ def test_state_files_are_never_written_through_a_planted_link(
 
     with pytest.raises(OSError, match="is a symbolic link"):
         job_dir.append_event("Normal", "Planted", "must not reach the target")
-    job_dir.modify_job(lambda job: job.update(status={}))  # replaces the link, never follows
+    # A job file that is a link is damage: reported (and never read or written through), the
+    # target untouched; `trainop delete` removes it.
+    with pytest.raises(DamagedJobError, match="is a symbolic link"):
+        job_dir.modify_job(lambda job: job.update(status={}))
 
     assert theirs.read_text() == "untouched" and their_job.read_text() == unchanged
-    assert not job_dir.job_file.is_symlink()
 
 
 @pytest.mark.parametrize(
