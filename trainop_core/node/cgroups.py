@@ -1,10 +1,16 @@
 """Resource limits as cgroups: a container's `resources.limits` become its cgroup's limits.
 
 cgroup v1 (the memory and cpu controllers, mounted at /sys/fs/cgroup/<controller>) or v2 (one
-unified hierarchy), under the node process's own cgroup: ``<own>/trainop-node-<name>/<pod
+unified hierarchy), under the node process's own cgroup: ``<own>/trainop-node.<pid>.<name>/<pod
 uid>/<container>``. The launcher moves a container's first process into it before exec, so all
 it starts stays there; the node reads the cgroup's OOM-kill counter to tell OOMKilled from an
 ordinary SIGKILL, and kills everything left in it (as a runtime does) when the container ends.
+
+The node's directory carries its pid because several clusters may run on one machine, each with
+a "node-0", and their own cgroups are often one (the root of the cpu hierarchy): named by node
+name alone, a node starting (which kills what an earlier run left) or stopping killed another
+cluster's containers. At start a node removes, killing what is in them, the directories of
+owners that no longer run, whatever their name: a crashed node's leftovers.
 Where none can be used (no root, read-only, v2 without delegation), :func:`detect` says why
 once and the node runs containers without limits.
 """
@@ -14,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +33,9 @@ log = logging.getLogger(__name__)
 ROOT = Path("/sys/fs/cgroup")
 CFS_PERIOD_US = 100_000
 V1_CONTROLLERS = ("memory", "cpu")
+#: a node's cgroup directory is ``trainop-node.<pid>.<node name>`` (node names hold no dot)
+LEAF_PREFIX = "trainop-node."
+_STALE_NAME = re.compile(re.escape(LEAF_PREFIX) + r"(\d+)\..+")
 
 
 @dataclass(frozen=True)
@@ -163,17 +173,51 @@ def _detect(node_name: str) -> Cgroups | None:
         log.warning("cgroups not usable (%s): containers run without resource limits", reason)
         return None
     own = _own_cgroups()
-    leaf = f"trainop-node-{node_name}"
+    leaf = f"{LEAF_PREFIX}{os.getpid()}.{node_name}"
     if (ROOT / "cgroup.controllers").exists():  # v2: the unified hierarchy at the root
         parent = ROOT / own.get("", "/").lstrip("/")
+        remove_stale(parent)
         base = parent / leaf
         base.mkdir(exist_ok=True)
         _write(base / "cgroup.subtree_control", "+memory +cpu")
         return Cgroups((base,), v2=True)
-    bases = tuple(ROOT / c / own.get(c, "/").lstrip("/") / leaf for c in V1_CONTROLLERS)
+    parents = tuple(ROOT / c / own.get(c, "/").lstrip("/") for c in V1_CONTROLLERS)
+    for parent in parents:
+        remove_stale(parent)
+    bases = tuple(parent / leaf for parent in parents)
     for base in bases:
         base.mkdir(exist_ok=True)
     return Cgroups(bases, v2=False)
+
+
+def remove_stale(parent: Path, alive: Callable[[int], bool] | None = None) -> list[Path]:
+    """Remove (killing what is in them) the node directories under `parent` whose owning node
+    process no longer runs; the directories removed."""
+    is_alive = alive or _pid_alive
+    stale = []
+    for entry in _children(parent):
+        owner = _STALE_NAME.fullmatch(entry.name)
+        if owner is not None and not is_alive(int(owner[1])):
+            _remove_tree(entry)
+            stale.append(entry)
+    return stale
+
+
+def _children(parent: Path) -> list[Path]:
+    try:
+        return [entry for entry in parent.iterdir() if entry.is_dir()]
+    except OSError:
+        return []
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _own_cgroups() -> dict[str, str]:
