@@ -1,11 +1,13 @@
 """``python -m trainop_core.testing.cluster``: try the operator with kubectl and no cluster.
 
 Builds (or reuses) the binaries, starts a real kube-apiserver + etcd + kube-controller-manager +
-kube-scheduler on 127.0.0.1, installs the CRDs, starts ``--nodes`` process nodes (default 2:
+kube-scheduler on 127.0.0.1, installs the CRDs (Kubeflow Trainer's too, with the
+ClusterTrainingRuntimes trainop ships), starts ``--nodes`` process nodes (default 2:
 :mod:`trainop_core.node`, kubelets that run every pod bound to them as processes of this machine),
-runs the operator in this process, writes an admin kubeconfig and waits; Ctrl-C (or SIGTERM) stops
-everything and removes its data. Jobs really train: ``kubectl apply -f examples/pytorch/ddp.yaml``
-runs the example's processes, ``kubectl logs`` shows their output.
+runs the operator (every v1 kind and TrainJobs) in this process, writes an admin kubeconfig and
+waits; Ctrl-C (or SIGTERM) stops everything and removes its data. Jobs really train: ``kubectl
+apply -f examples/pytorch/ddp.yaml`` runs the example's processes, ``kubectl logs`` shows their
+output.
 
 The admin kubeconfig holds a token for everything: by default it goes to a new directory with a
 random name (mode 0700) under the temporary directory, never to a name another local user could
@@ -42,6 +44,7 @@ from .kubelet import Kubelet, Rule
 from .nodes import ProcessNodes, example_roots
 
 PROG = "python -m trainop_core.testing.cluster"
+CLUSTER_RUNTIMES = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
 #: How long a silent node stays Ready, and pods on it tolerate it being lost.
 NODE_MONITOR_GRACE = 20.0
 
@@ -134,6 +137,7 @@ def _serve(
     cp: ControlPlane, registry: Any, args: argparse.Namespace, done: threading.Event
 ) -> None:
     cp.ensure_namespace("kubeflow")  # where the examples put their jobs
+    install_trainer(cp)
     with admin_kubeconfig(args.kubeconfig) as kubeconfig:
         cp.kubeconfig_for(cp.admin_token, kubeconfig, user="trainop-admin")
         with _nodes(cp, args) as nodes:
@@ -204,14 +208,31 @@ def admin_kubeconfig(given: Path | None) -> Iterator[Path]:
             shutil.rmtree(where, ignore_errors=True)
 
 
+def install_trainer(cp: ControlPlane) -> None:
+    """Kubeflow Trainer's CRDs and the ClusterTrainingRuntimes trainop ships, as
+    ``trainop runtimes -o yaml | kubectl apply --server-side -f -`` installs them."""
+    import yaml
+
+    from trainop_core.runtimes.catalog import DEFAULTS_DIR, runtime_files
+    from trainop_core.runtimes.crds import trainer_crds
+
+    cp.install_crds(trainer_crds())
+    for path in runtime_files(DEFAULTS_DIR):
+        cp.rest.create(CLUSTER_RUNTIMES, yaml.safe_load(path.read_text()))
+
+
 def _start_operator(cp: ControlPlane, registry: Any) -> tuple[Any, threading.Thread]:
     from trainop_core.operator.manager import Manager
     from trainop_core.operator.options import Options
     from trainop_core.operator.webhook.options import WebhookOptions
 
     # No webhook server: this cluster registers no webhook configuration that would call it.
+    # Every v1 kind and TrainJobs (a TrainJob scheme alone would run TrainJobs only).
     options = Options(
-        metrics_bind_address="0", health_probe_bind_address="0", webhook=WebhookOptions(port=0)
+        enable_schemes=(*registry.names, "TrainJob"),
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        webhook=WebhookOptions(port=0),
     )
     manager = Manager(options, registry, api_client=cp.api_client())
     thread = threading.Thread(target=manager.run, name="operator", daemon=True)
@@ -229,6 +250,8 @@ kube-apiserver {cp.url} ready in {cp.start_seconds:.1f} s; {nodes};
   kubectl apply -f examples/pytorch/ddp.yaml
   kubectl get pytorchjobs -n kubeflow -w
   kubectl logs -n kubeflow pytorch-ddp-digits-master-0
+  kubectl apply -n kubeflow -f examples/pytorch/ddp-trainjob.yaml   # Trainer v2's TrainJob
+  kubectl get trainjobs -n kubeflow -w
 
 Ctrl-C stops everything and removes the control plane's data.
 """,
