@@ -28,7 +28,7 @@ _spec.loader.exec_module(expectations)
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
 PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "XGBoostJob": "xgboostjobs",
-           "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs"}  # fmt: skip
+           "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs", "MPIJob": "mpijobs"}  # fmt: skip
 
 
 def kubectl(kubeconfig: Path, *args: str) -> str:
@@ -92,11 +92,16 @@ def run_example(
     assert outcome == "Succeeded", logs[-3000:]
     for pattern in [p for p in expected["must_match"] if p not in gone]:
         assert re.search(pattern, logs, re.MULTILINE), (pattern, logs[-3000:])
-    nodes = {
-        p["spec"]["nodeName"] for p in cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
-    }
-    assert len(nodes) == 2  # kube-scheduler spread the replicas over both nodes
+    assert len(scheduled_nodes(cluster, ns)) == 2  # kube-scheduler spread the replicas
     return ended
+
+
+def scheduled_nodes(cluster: NodeCluster, ns: str) -> set[str]:
+    """The nodes kube-scheduler bound the namespace's pods to (its events outlive the pods a
+    cleanPodPolicy deleted)."""
+    events = cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    said = [e.get("message") or "" for e in events if e.get("reason") == "Scheduled"]
+    return {m.rsplit(" ", 1)[-1] for m in said if " to " in m}
 
 
 def test_the_pytorch_ddp_example_trains_through_the_operator(
@@ -120,6 +125,21 @@ def test_a_replica_exiting_137_is_re_created_under_the_exit_code_policy(
     assert any(reason.endswith("Restarting") for reason, _ in said), said
     assert any("exited with code 137" in message for _, message in said), said
     assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
+
+
+def test_the_mpi_example_reaches_its_workers_through_kubexec_and_kubectl_exec(
+    node_cluster: NodeCluster, ns: str, kubeconfig: Path, tmp_path: Path, registry: Any
+) -> None:
+    # The launcher's kubectl-delivery init container waits for the workers with kubectl and its
+    # ServiceAccount token; mpirun's rsh agent, upstream's kubexec.sh, starts a daemon in each
+    # worker with `kubectl exec`; every rank's output comes back to the launcher.
+    run_example("examples/mpi/logreg.yaml", node_cluster, ns, kubeconfig, tmp_path, registry)
+    launcher = kubectl(kubeconfig, "logs", "mpi-logreg-launcher")
+    assert re.search(r"^accuracy=0\.9\d+", launcher, re.MULTILINE), launcher[-3000:]
+    for worker in ("mpi-logreg-worker-0", "mpi-logreg-worker-1"):
+        assert f"/opt/kube/kubectl exec {worker}" in launcher  # kubexec.sh's trace (set -x)
+    delivery = kubectl(kubeconfig, "logs", "mpi-logreg-launcher", "-c", "kubectl-delivery")
+    assert "all workers are running: mpi-logreg-worker-0, mpi-logreg-worker-1" in delivery
 
 
 @pytest.mark.slow
