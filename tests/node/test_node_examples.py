@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s import fast_operator_options
+from k8s import K8s, fast_operator_options
 from nodekit import NodeCluster
 
 from trainop_core.testing.builders import wait_for
@@ -140,6 +140,35 @@ def test_the_mpi_example_reaches_its_workers_through_kubexec_and_kubectl_exec(
         assert f"/opt/kube/kubectl exec {worker}" in launcher  # kubexec.sh's trace (set -x)
     delivery = kubectl(kubeconfig, "logs", "mpi-logreg-launcher", "-c", "kubectl-delivery")
     assert "all workers are running: mpi-logreg-worker-0, mpi-logreg-worker-1" in delivery
+
+
+def test_the_mpi_trainjob_example_runs_on_the_launcher_pattern_over_kubectl_exec(
+    node_cluster: NodeCluster, ns: str, kubeconfig: Path, registry: Any
+) -> None:
+    # Trainer's mpi policy on trainop's mpi-distributed runtime: the same launcher, kubexec.sh
+    # and kubectl-delivery as MPIJob v1, the nodes hosting the ranks.
+    from clusters import running_operator
+
+    example = "examples/mpi/logreg-trainjob.yaml"
+    expected = expectations.EXAMPLES[example]
+    K8s(node_cluster.cp, ns, registry, None).install_trainer()  # type: ignore[arg-type]  # no stand-in
+    path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/mpi-logreg-trainjob"
+
+    def ended() -> str:
+        conditions = node_cluster.cp.rest.get(path).get("status", {}).get("conditions") or []
+        true = [c["type"] for c in conditions if c["status"] == "True"]
+        return next((c for c in true if c in ("Complete", "Failed")), "")
+
+    options = fast_operator_options(ns, enable_schemes=("TrainJob",))
+    with running_operator(node_cluster.cp, registry, options):
+        kubectl(kubeconfig, "apply", "-f", str(ROOT / example))  # the kubeconfig's namespace
+        outcome = wait_for(ended, expected["timeout_s"] * 2, 0.5)
+    launcher = kubectl(kubeconfig, "logs", "mpi-logreg-trainjob-launcher")
+    assert outcome == "Complete", launcher[-3000:]
+    for pattern in expected["must_match"]:
+        assert re.search(pattern, launcher, re.MULTILINE), (pattern, launcher[-3000:])
+    assert "/opt/kube/kubectl exec mpi-logreg-trainjob-node-1" in launcher
+    assert len(scheduled_nodes(node_cluster, ns)) == 2
 
 
 @pytest.mark.slow

@@ -73,7 +73,8 @@ def test_a_pod_reads_itself_with_its_service_account_token_and_in_cluster_kubect
 
 
 def test_a_pod_that_opts_out_gets_no_token(node_cluster: NodeCluster, ns: str) -> None:
-    source = "import os; print(os.path.exists('/var/run/secrets/kubernetes.io/serviceaccount/token'))"
+    token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    source = f"import os; print(os.path.exists({token!r}))"
     built = pod("quiet").python(source).spec(automountServiceAccountToken=False)
     node_cluster.create(ns, built.build())
     node_cluster.wait_phase(ns, "quiet", ("Succeeded",))
