@@ -6,6 +6,7 @@ through the `kubernetes` Service's cluster IP, to kube-apiserver."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from nodekit import NodeCluster, pod
@@ -53,6 +54,7 @@ def test_a_pod_reads_itself_with_its_service_account_token_and_in_cluster_kubect
         "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}],
     }
     rest.create(f"{RBAC}/{ns}/rolebindings", binding)
+    host_had = Path("/var/run/secrets/kubernetes.io").exists()  # a CI job may itself be a pod
     built = pod("caller").python(CALLER).spec(serviceAccountName="reader")
     node_cluster.create(ns, built.build())
     done = node_cluster.wait_phase(ns, "caller", ("Succeeded", "Failed"), timeout=120)
@@ -70,6 +72,9 @@ def test_a_pod_reads_itself_with_its_service_account_token_and_in_cluster_kubect
     }
     volumes = [v["name"] for v in done["spec"]["volumes"]]
     assert any(name.startswith("kube-api-access-") for name in volumes)  # admission added it
+    # The mountPath was made in the container's mount namespace only: host programs (the v1
+    # SDK among them) would think they run in a pod if it appeared on this machine.
+    assert Path("/var/run/secrets/kubernetes.io").exists() == host_had
 
 
 def test_a_pod_that_opts_out_gets_no_token(node_cluster: NodeCluster, ns: str) -> None:
