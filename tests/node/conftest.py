@@ -27,6 +27,7 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
         scheduler=True,
         node_monitor_grace=NODE_MONITOR_GRACE,
         kubelet_pki=pki,
+        service_accounts=True,
     )
     images = example_roots(tmp_path_factory.mktemp("examples-image"))
     network = ClusterNetwork(cp.rest.connection)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s import fast_operator_options
+from k8s import K8s, fast_operator_options
 from nodekit import NodeCluster
 
 from trainop_core.testing.builders import wait_for
@@ -28,7 +28,7 @@ _spec.loader.exec_module(expectations)
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
 PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "XGBoostJob": "xgboostjobs",
-           "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs"}  # fmt: skip
+           "JAXJob": "jaxjobs", "PaddleJob": "paddlejobs", "MPIJob": "mpijobs"}  # fmt: skip
 
 
 def kubectl(kubeconfig: Path, *args: str) -> str:
@@ -92,11 +92,16 @@ def run_example(
     assert outcome == "Succeeded", logs[-3000:]
     for pattern in [p for p in expected["must_match"] if p not in gone]:
         assert re.search(pattern, logs, re.MULTILINE), (pattern, logs[-3000:])
-    nodes = {
-        p["spec"]["nodeName"] for p in cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
-    }
-    assert len(nodes) == 2  # kube-scheduler spread the replicas over both nodes
+    assert len(scheduled_nodes(cluster, ns)) == 2  # kube-scheduler spread the replicas
     return ended
+
+
+def scheduled_nodes(cluster: NodeCluster, ns: str) -> set[str]:
+    """The nodes kube-scheduler bound the namespace's pods to (its events outlive the pods a
+    cleanPodPolicy deleted)."""
+    events = cluster.cp.rest.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    said = [e.get("message") or "" for e in events if e.get("reason") == "Scheduled"]
+    return {m.rsplit(" ", 1)[-1] for m in said if " to " in m}
 
 
 def test_the_pytorch_ddp_example_trains_through_the_operator(
@@ -120,6 +125,50 @@ def test_a_replica_exiting_137_is_re_created_under_the_exit_code_policy(
     assert any(reason.endswith("Restarting") for reason, _ in said), said
     assert any("exited with code 137" in message for _, message in said), said
     assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
+
+
+def test_the_mpi_example_reaches_its_workers_through_kubexec_and_kubectl_exec(
+    node_cluster: NodeCluster, ns: str, kubeconfig: Path, tmp_path: Path, registry: Any
+) -> None:
+    # The launcher's kubectl-delivery init container waits for the workers with kubectl and its
+    # ServiceAccount token; mpirun's rsh agent, upstream's kubexec.sh, starts a daemon in each
+    # worker with `kubectl exec`; every rank's output comes back to the launcher.
+    run_example("examples/mpi/logreg.yaml", node_cluster, ns, kubeconfig, tmp_path, registry)
+    launcher = kubectl(kubeconfig, "logs", "mpi-logreg-launcher")
+    assert re.search(r"^accuracy=0\.9\d+", launcher, re.MULTILINE), launcher[-3000:]
+    for worker in ("mpi-logreg-worker-0", "mpi-logreg-worker-1"):
+        assert f"/opt/kube/kubectl exec {worker}" in launcher  # kubexec.sh's trace (set -x)
+    delivery = kubectl(kubeconfig, "logs", "mpi-logreg-launcher", "-c", "kubectl-delivery")
+    assert "all workers are running: mpi-logreg-worker-0, mpi-logreg-worker-1" in delivery
+
+
+def test_the_mpi_trainjob_example_runs_on_the_launcher_pattern_over_kubectl_exec(
+    node_cluster: NodeCluster, ns: str, kubeconfig: Path, registry: Any
+) -> None:
+    # Trainer's mpi policy on trainop's mpi-distributed runtime: the same launcher, kubexec.sh
+    # and kubectl-delivery as MPIJob v1, the nodes hosting the ranks.
+    from clusters import running_operator
+
+    example = "examples/mpi/logreg-trainjob.yaml"
+    expected = expectations.EXAMPLES[example]
+    K8s(node_cluster.cp, ns, registry, None).install_trainer()  # type: ignore[arg-type]  # no stand-in
+    path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/mpi-logreg-trainjob"
+
+    def ended() -> str:
+        conditions = node_cluster.cp.rest.get(path).get("status", {}).get("conditions") or []
+        true = [c["type"] for c in conditions if c["status"] == "True"]
+        return next((c for c in true if c in ("Complete", "Failed")), "")
+
+    options = fast_operator_options(ns, enable_schemes=("TrainJob",))
+    with running_operator(node_cluster.cp, registry, options):
+        kubectl(kubeconfig, "apply", "-f", str(ROOT / example))  # the kubeconfig's namespace
+        outcome = wait_for(ended, expected["timeout_s"] * 2, 0.5)
+    launcher = kubectl(kubeconfig, "logs", "mpi-logreg-trainjob-launcher")
+    assert outcome == "Complete", launcher[-3000:]
+    for pattern in expected["must_match"]:
+        assert re.search(pattern, launcher, re.MULTILINE), (pattern, launcher[-3000:])
+    assert "/opt/kube/kubectl exec mpi-logreg-trainjob-node-1" in launcher
+    assert len(scheduled_nodes(node_cluster, ns)) == 2
 
 
 @pytest.mark.slow

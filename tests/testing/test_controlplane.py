@@ -178,3 +178,10 @@ def test_compacting_etcd_makes_an_old_resource_version_gone() -> None:
         with closer:
             first = next(events)
         assert (first["type"], first["object"]["code"]) == ("ERROR", 410)
+
+
+def test_service_accounts_need_the_controller_manager_that_makes_them() -> None:
+    # ServiceAccount admission refuses every pod whose ServiceAccount is missing: without the
+    # controller that makes `default` in each namespace no pod could be created at all.
+    with pytest.raises(ValueError, match="service_accounts needs controller_manager"):
+        ControlPlane(controller_manager=False, service_accounts=True)

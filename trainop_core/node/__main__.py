@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from trainop_core.node import cgroups
     from trainop_core.node.node import ProcessNode, install_signal_handlers
-    from trainop_core.node.registration import NodeConfig
+    from trainop_core.node.registration import NodeConfig, host_storage
     from trainop_core.testing.rest import Rest
 
     images = dict(_image(item) for item in args.image)
@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = dataclasses.replace(config, **sizes)
     root = args.root or Path(tempfile.gettempdir()) / f"trainop-node-{args.name}"
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config = dataclasses.replace(config, ephemeral_storage=host_storage(root))
     rest = Rest.from_kubeconfig(args.kubeconfig, user_agent=f"trainop-process-node/{args.name}")
     node = ProcessNode(
         rest,

@@ -3,7 +3,8 @@
 ``python -I -S _launch.py SPEC PARENT -- ARGV...``: standard library only, no import of trainop
 (the node is multi-threaded, so no Python code of its own may run between fork and exec). It
 asks to be SIGKILLed when the node dies, joins the container's cgroups, gives the container a
-private mount namespace with its volumes bind-mounted at their mountPaths, then execs ARGV
+private mount namespace with its volumes bind-mounted at their mountPaths (a mountPath that does
+not exist is made in that namespace only: see `_make_room`), then execs ARGV
 (which may enter the pod's network namespace first, e.g. ``ip netns exec``)
 (looked up on the container's PATH). SPEC is JSON: ``{"cgroups": [procs file, ...],
 "mounts": [[source, target, read_only], ...]}``. Exits 127 (not found) or 126 (not executable)
@@ -43,7 +44,10 @@ def main(argv: list[str]) -> None:
 def _mount(libc: Any, mounts: list[list[Any]]) -> None:
     _check(libc.unshare(CLONE_NEWNS), "unshare")
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    private: list[str] = []  # directories this namespace may add to: covered ones, volumes
     for source, target, read_only in mounts:
+        if not os.path.exists(target):
+            _make_room(libc, target, private)
         if os.path.isdir(source):
             os.makedirs(target, exist_ok=True)
         elif not os.path.exists(target):
@@ -53,6 +57,36 @@ def _mount(libc: Any, mounts: list[list[Any]]) -> None:
         if read_only:
             flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC
             _check(libc.mount(None, target.encode(), None, flags, None), target)
+        private.append(os.path.realpath(target))
+
+
+def _make_room(libc: Any, target: str, private: list[str]) -> None:
+    """Let `target`'s missing directories be made in this mount namespace only, never on the
+    machine (a directory such as /var/run/secrets would make host programs think they run in a
+    pod): cover its deepest existing directory with a tmpfs holding every entry it had (bound
+    back from the original). Under "/" itself, or in what this namespace already owns, the
+    directories are made where they are."""
+    base = os.path.dirname(target.rstrip("/")) or "/"
+    while not os.path.exists(base):
+        base = os.path.dirname(base)
+    base = os.path.realpath(base)
+    if base == "/" or any(base == p or base.startswith(p + "/") for p in private):
+        return
+    original = os.open(base, os.O_PATH | os.O_DIRECTORY)  # the directory under the tmpfs
+    entries = os.listdir(base)
+    mode = f"mode={os.stat(base).st_mode & 0o7777:o}".encode()
+    _check(libc.mount(b"tmpfs", base.encode(), b"tmpfs", 0, mode), f"tmpfs on {base}")
+    for name in entries:
+        source, place = f"/proc/self/fd/{original}/{name}", os.path.join(base, name)
+        if os.path.islink(source):
+            os.symlink(os.readlink(source), place)
+            continue
+        if os.path.isdir(source):
+            os.mkdir(place)
+        else:
+            open(place, "a").close()
+        _check(libc.mount(source.encode(), place.encode(), None, MS_BIND | MS_REC, None), place)
+    private.append(base)
 
 
 def _check(result: int, what: str) -> None:

@@ -22,16 +22,39 @@ NO_IMAGE_REASON = "ErrImageNeverPull"
 PYTHON_NAMES = ("python", "python3")
 
 # Upstream MPIJob v1's kubectl-delivery init container copies kubectl into $TARGET_DIR (a volume
-# the launcher's main container mounts); the node's own kubectl is what it copies.
-_COPY_KUBECTL = (
-    "import os, shutil, sys\n"
-    "found = shutil.which('kubectl')\n"
-    "if not found: sys.exit('kubectl-delivery: no kubectl on this node (PATH)')\n"
-    "target = os.environ.get('TARGET_DIR', '/opt/kube')\n"
-    "os.makedirs(target, exist_ok=True)\n"
-    "shutil.copy2(os.path.realpath(found), os.path.join(target, 'kubectl'))\n"
-    "print('kubectl copied to', target)\n"
-)
+# the launcher's main container mounts), then waits until every pod of the hostfile but the
+# launcher runs (in $NAMESPACE), so that mpirun finds its workers. The node's own kubectl is what
+# it copies; it waits with that kubectl and the pod's in-cluster config (ServiceAccount token).
+_COPY_KUBECTL = """import os, shutil, subprocess, sys, time
+found = shutil.which('kubectl')
+if not found: sys.exit('kubectl-delivery: no kubectl on this node (PATH)')
+target = os.environ.get('TARGET_DIR', '/opt/kube')
+os.makedirs(target, exist_ok=True)
+shutil.copy2(os.path.realpath(found), os.path.join(target, 'kubectl'))
+print('kubectl copied to', target, flush=True)
+hosts = '/etc/mpi/hostfile'
+names = []
+for line in (open(hosts).read().splitlines() if os.path.exists(hosts) else []):
+    name = line.split(' ', 1)[0].split(':', 1)[0].strip()
+    if name and not name.endswith('launcher'):
+        names.append(name)
+namespace = os.environ.get('NAMESPACE') or 'default'
+query = ['kubectl', '-n', namespace, 'get', 'pods', '-o',
+         'jsonpath={range .items[*]}{.metadata.name}={.status.phase}{" "}{end}']
+said = ''
+while names:
+    done = subprocess.run(query, capture_output=True, text=True)
+    phases = dict(line.split('=', 1) for line in done.stdout.split() if '=' in line)
+    waiting = [n for n in names if phases.get(n) != 'Running']
+    if not waiting:
+        break
+    state = done.stderr.strip() or 'waiting for ' + ', '.join(waiting)
+    if state != said:
+        print(state, flush=True)
+        said = state
+    time.sleep(1)
+print('all workers are running:', ', '.join(names), flush=True)
+"""
 
 #: image repository (without registry host or tag) -> argv standing in for its entrypoint
 WELL_KNOWN: Mapping[str, tuple[str, ...]] = {

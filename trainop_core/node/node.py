@@ -31,12 +31,13 @@ from trainop_core.node.cgroups import Cgroups, delete_base
 from trainop_core.node.containers import Launch
 from trainop_core.node.endpoint import NodeContainers
 from trainop_core.node.images import program
-from trainop_core.node.podenv import container_env, downward_fields
+from trainop_core.node.podenv import ConfigError, container_env, downward_fields, service_link_env
 from trainop_core.node.podrun import PodRun
 from trainop_core.node.registration import NodeConfig, ensure_ready, register, renew_lease
 from trainop_core.node.runtime_env import RestObjects, base_env, install_tools, pod_hostname
 from trainop_core.node.sandbox import HostNetwork, PodNetwork, Sandbox
-from trainop_core.node.volumes import container_mounts, prepare_volumes
+from trainop_core.node.tokens import ServiceAccountTokens
+from trainop_core.node.volumes import container_mounts, prepare_volumes, write_tokens
 from trainop_core.testing.rest import Rest, RestError
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ class ProcessNode:
         self.image_roots = dict(image_roots or {})
         self.heartbeat = heartbeat
         self.objects = RestObjects(rest)
+        self.tokens = ServiceAccountTokens(rest)
+        self._api_links: dict[str, str] | None = None  # the `kubernetes` Service's env
         self.containers = NodeContainers(self.logs_root)  # what the kubelet endpoint reads
         self.stopping = threading.Event()
         self.node_uid = ""
@@ -223,11 +226,34 @@ class ProcessNode:
         if meta.get("deletionTimestamp"):
             run.terminate(_grace(pod), now)
         run.poll(now)
+        if run.phase not in TERMINAL and not run.terminating and self.tokens.due(uid):
+            self._refresh_tokens(pod)
         self._write_status(pod, run)
         if run.terminating and run.stopped:
             self._finalize(pod)
         elif run.phase in TERMINAL and self.cgroups is not None:
             self.cgroups.remove_pod(uid)
+
+    def _refresh_tokens(self, pod: Obj) -> None:
+        """Rewrite the pod's projected tokens that are due (80 % of their lifetime)."""
+        volumes = self.root / "pods" / pod["metadata"]["uid"] / "volumes"
+        try:
+            write_tokens(pod, volumes, self.tokens)
+        except (ConfigError, OSError) as exc:  # tried again on the next pass
+            log.warning("pod %s: token refresh failed: %s", _key(pod), exc)
+
+    def api_service_env(self) -> dict[str, str]:
+        """The `kubernetes` Service's links (``KUBERNETES_SERVICE_HOST``...), every container's
+        way to the API; read once (its address does not change), none until it exists."""
+        if self._api_links is None:
+            try:
+                service = self.rest.get("/api/v1/namespaces/default/services/kubernetes")
+            except RestError as err:
+                if err.status != 404:
+                    raise ConfigError(f"cannot read the kubernetes Service: {err}") from err
+                return {}
+            self._api_links = service_link_env(service)
+        return self._api_links
 
     def _finish_unknown(self, pod: Obj) -> None:
         """A pod this run of the node never ran (finished before, or being deleted): nothing of
@@ -262,9 +288,12 @@ class ProcessNode:
         inherited = base_env(pod, self.root / "bin")
 
         def launch(container: Obj, restart: int) -> Launch:
-            volumes = prepare_volumes(pod, pod_dir / "volumes", fields, allocatable, self.objects)
+            volumes = prepare_volumes(
+                pod, pod_dir / "volumes", fields, allocatable, self.objects, self.tokens
+            )
             mounts = container_mounts(container, volumes)
-            env = container_env(pod, container, fields, allocatable, self.objects)
+            links = self.api_service_env()
+            env = container_env(pod, container, fields, allocatable, self.objects, links)
             prog = program(container, self.image_roots)
             argv = tuple(_expand(word, env) for word in prog.argv)
             limits = (container.get("resources") or {}).get("limits") or {}
@@ -307,6 +336,7 @@ class ProcessNode:
 
     def _release(self, uid: str) -> None:
         self.runs.pop(uid, None)
+        self.tokens.forget(uid)
         self.containers.remove(uid)
         self._written.pop(uid, None)
         sandbox = self._sandboxes.pop(uid, None)

@@ -1,8 +1,10 @@
 """A container's environment as a kubelet computes it: envFrom, env, the downward API.
 
 Pure but for one injected reader of ConfigMaps and Secrets (:class:`ObjectSource`). The order is
-the kubelet's: `envFrom` sources first (in order, a later one overriding an earlier one), then
-`env` entries, each value `$(VAR)`-expanded against what is defined before it. A missing
+the kubelet's: the Service links first (the `kubernetes` Service's ``KUBERNETES_SERVICE_HOST``,
+``KUBERNETES_PORT_443_TCP``..., :func:`service_link_env`), then `envFrom` sources (in order, a
+later one overriding an earlier one), then `env` entries, each value `$(VAR)`-expanded against
+what is defined before it. A missing
 reference that is not `optional` raises :class:`ConfigError`, which the node reports as the
 container's waiting reason ``CreateContainerConfigError`` (and tries again), as a kubelet does.
 """
@@ -103,17 +105,43 @@ def resource_value(
     return str(max(0, math.ceil(parse_quantity(raw) / divisor)))
 
 
+def service_link_env(service: Obj) -> dict[str, str]:
+    """The docker-link style variables a kubelet gives every container for `service` (one with
+    a cluster IP; none for a headless one): ``<NAME>_SERVICE_HOST``, ``<NAME>_SERVICE_PORT``
+    (its first port), ``<NAME>_SERVICE_PORT_<PORT NAME>``, ``<NAME>_PORT`` and
+    ``<NAME>_PORT_<port>_<PROTO>[_PROTO|_PORT|_ADDR]``."""
+    spec = service.get("spec") or {}
+    host, ports = str(spec.get("clusterIP") or "None"), spec.get("ports") or []
+    if host in ("None", "") or not ports:
+        return {}
+    name = str(service["metadata"]["name"]).upper().replace("-", "_")
+    env = {f"{name}_SERVICE_HOST": host, f"{name}_SERVICE_PORT": str(ports[0]["port"])}
+    for port in ports:
+        if port.get("name"):
+            label = str(port["name"]).upper().replace("-", "_")
+            env[f"{name}_SERVICE_PORT_{label}"] = str(port["port"])
+    first = ports[0]
+    env[f"{name}_PORT"] = f"{str(first.get('protocol', 'TCP')).lower()}://{host}:{first['port']}"
+    for port in ports:
+        proto, number = str(port.get("protocol", "TCP")), str(port["port"])
+        prefix = f"{name}_PORT_{number}_{proto.upper()}"
+        env[prefix] = f"{proto.lower()}://{host}:{number}"
+        env |= {f"{prefix}_PROTO": proto.lower(), f"{prefix}_PORT": number, f"{prefix}_ADDR": host}
+    return env
+
+
 def container_env(
     pod: Obj,
     container: Mapping[str, Any],
     fields: Mapping[str, str],
     node_allocatable: Mapping[str, str],
     source: ObjectSource,
+    services: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The container's own variables (envFrom, then env), kubelet-ordered. ConfigError if a
-    required reference is missing."""
+    """The container's variables (the Service links `services`, then envFrom, then env),
+    kubelet-ordered. ConfigError if a required reference is missing."""
     namespace = pod["metadata"].get("namespace", "default")
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(services or {})
     for item in container.get("envFrom") or []:
         env.update(_env_from(source, namespace, item))
     for entry in container.get("env") or []:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,8 @@ class NodeConfig:
     name: str
     cpu: str = field(default_factory=lambda: str(os.cpu_count() or 1))
     memory: str = field(default_factory=lambda: host_memory())
+    #: the size of the filesystem holding the node's directory (a kubelet's nodefs)
+    ephemeral_storage: str = field(default_factory=lambda: host_storage(tempfile.gettempdir()))
     pods: int = 110
     address: str = "127.0.0.1"  # InternalIP: where the API server reaches the kubelet
     port: int = 0  # the kubelet endpoint's port (0: none served)
@@ -36,7 +40,17 @@ class NodeConfig:
 
     @property
     def allocatable(self) -> dict[str, str]:
-        return {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        return {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods),
+                "ephemeral-storage": self.ephemeral_storage}  # fmt: skip
+
+
+def host_storage(path: str | os.PathLike[str]) -> str:
+    """The size of the filesystem holding `path`, as a quantity: what pods' ephemeral-storage
+    requests (upstream's kubectl-delivery asks 5Gi) are scheduled against."""
+    try:
+        return f"{shutil.disk_usage(path).total // 1024}Ki"
+    except OSError:
+        return "10Gi"
 
 
 def host_memory() -> str:

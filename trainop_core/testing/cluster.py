@@ -115,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scheduler=not args.stand_in,
             node_monitor_grace=None if args.stand_in else NODE_MONITOR_GRACE,
             kubelet_pki=args.kubelet_pki,
+            service_accounts=not args.stand_in,  # in-cluster clients (MPI's kubectl exec)
         )
         with plane as cp:
             _serve(cp, registry, args, done)

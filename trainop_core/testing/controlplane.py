@@ -84,6 +84,15 @@ class ControlPlane:
     EndpointSlice controllers, a node being marked unreachable that long after its last lease
     renewal, and pods tolerating an unreachable or not-ready node for as long (kube-apiserver's
     default tolerations). Leave it None where kubelet stand-ins, which renew no lease, hold pods.
+
+    ``service_accounts`` makes pods get what a cluster gives them to call the API: kube-apiserver's
+    ServiceAccount admission (every pod a ``kube-api-access-*`` projected volume: a bound token,
+    ``kube-root-ca.crt``, its namespace) and kube-controller-manager's service-account,
+    token and root-CA publisher controllers (``default`` in every namespace, the ConfigMap
+    ``kube-root-ca.crt`` holding :attr:`ca_file`). Admission then refuses a pod whose
+    ServiceAccount does not exist, so it needs ``controller_manager``; :meth:`ensure_namespace`
+    waits for the namespace's ``default``. Process nodes (:mod:`trainop_core.node`) project the
+    volume; a kubelet stand-in ignores it.
     """
 
     def __init__(
@@ -98,7 +107,11 @@ class ControlPlane:
         ready_timeout: float = 90.0,
         scheduler: bool = False,
         node_monitor_grace: float | None = None,
+        service_accounts: bool = False,
     ) -> None:
+        if service_accounts and not controller_manager:
+            raise ValueError("service_accounts needs controller_manager (who makes `default`)")
+        self.service_accounts = service_accounts
         self.binaries = binaries
         self.with_controller_manager = controller_manager
         self.watch_cache = watch_cache
@@ -239,8 +252,22 @@ class ControlPlane:
         return str(answer["status"]["token"])
 
     # --- objects -------------------------------------------------------------------------------
-    def ensure_namespace(self, name: str) -> None:
+    def ensure_namespace(self, name: str, timeout: float = 60.0) -> None:
+        """Create namespace `name` unless it exists; with ``service_accounts``, wait until its
+        ``default`` ServiceAccount does (admission refuses pods before)."""
         _create_or_keep(self.rest, "/api/v1/namespaces", {"metadata": {"name": name}})
+        if self.service_accounts:
+            path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+            _wait(lambda: self._exists(path), timeout, f"ServiceAccount {name}/default")
+
+    def _exists(self, path: str) -> bool:
+        try:
+            self.rest.get(path)
+        except RestError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
     def install_crds(self, crds: Iterable[Obj], timeout: float = 60.0) -> None:
         """Create or replace each CRD and wait until it is Established and its resource served."""
@@ -388,7 +415,7 @@ class ControlPlane:
                 f"--service-account-key-file={key}",
                 f"--service-account-signing-key-file={key}",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                "--disable-admission-plugins=ServiceAccount",
+                *self._admission_flags(),
                 "--allow-privileged=true",
                 "--kubelet-preferred-address-types=InternalIP",
                 "--profiling=false",
@@ -401,6 +428,9 @@ class ControlPlane:
         self._wait_ready("kube-apiserver", self._apiserver_ready)
         _write_private(self.kubeconfig, "")
         self.kubeconfig_for(self.admin_token, self.kubeconfig, user=ADMIN_USER)
+
+    def _admission_flags(self) -> list[str]:
+        return [] if self.service_accounts else ["--disable-admission-plugins=ServiceAccount"]
 
     def _apiserver_ready(self) -> bool:
         if not self.ca_file.exists():
@@ -423,6 +453,7 @@ class ControlPlane:
                 str(binaries.kube_controller_manager),
                 f"--kubeconfig={self.kubeconfig}",
                 *self._controller_flags(),
+                *self._service_account_flags(),
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
@@ -435,6 +466,12 @@ class ControlPlane:
 
     def _controller_flags(self) -> list[str]:
         controllers = ["garbagecollector", "namespace"]
+        if self.service_accounts:
+            controllers += [
+                "serviceaccount-controller",
+                "serviceaccount-token-controller",
+                "root-ca-certificate-publisher-controller",
+            ]
         if self.node_monitor_grace is None:
             return [f"--controllers={','.join(controllers)}"]
         controllers += [
@@ -447,6 +484,14 @@ class ControlPlane:
             f"--controllers={','.join(controllers)}",
             f"--node-monitor-grace-period={self.node_monitor_grace:g}s",
             "--node-monitor-period=1s",
+        ]
+
+    def _service_account_flags(self) -> list[str]:
+        if not self.service_accounts:
+            return []
+        return [
+            f"--root-ca-file={self.ca_file}",
+            f"--service-account-private-key-file={self.data_dir / 'service-account.key'}",
         ]
 
     def _toleration_flags(self) -> list[str]:
