@@ -249,3 +249,21 @@ def test_a_backends_refusal_of_the_planned_job_names_the_trainjobs_field() -> No
         timed(lambda: client.create(trainer(numNodes=10**9), namespace="team"))
     assert_named(caught.value.problems, "spec.trainer.numNodes")
     assert "10000" in str(caught.value)
+
+
+def test_a_runtimes_own_bounds_and_pod_rules_name_the_runtimes_fields() -> None:
+    """Found when the runtime is read (so its file is named), never after planning a job."""
+    from trainop_core.api.trainjob_validation import parse_v2
+    from trainop_core.runtimes.catalog import DEFAULTS_DIR
+
+    runtime = yaml.safe_load((Path(DEFAULTS_DIR) / "torch-distributed.yaml").read_text())
+    step = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    step["replicas"] = 2**40
+    pod = step["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["ports"] = [{"name": "Bad--Name", "containerPort": 70000}]
+    with pytest.raises(InvalidJobError) as caught:
+        parse_v2(runtime)
+    paths = {p.path for p in caught.value.problems}
+    where = "spec.template.spec.replicatedJobs[0]"
+    port = f"{where}.template.spec.template.spec.containers[0].ports[0]"
+    assert {f"{where}.replicas", f"{port}.name", f"{port}.containerPort"} <= paths
