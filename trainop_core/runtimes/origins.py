@@ -23,6 +23,7 @@ from trainop_core.api import trainjob as v2
 from trainop_core.api.podtemplate import join
 from trainop_core.errors import InvalidJobError, Problem
 from trainop_core.runtimes.policies.base import NODE
+from trainop_core.runtimes.translate import LIST_PATCHES, SET_PATCHES
 
 RUNTIME_FIELD = "spec.runtimeRef.name"  # where a problem of the runtime a TrainJob names goes
 _PLANNED = re.compile(r"\bspec\.(?:replicaSpecs|runPolicy|mlPolicy|numProcPerNode)[^\s,;:()]*")
@@ -200,7 +201,7 @@ def _patches(
     step: str,
 ) -> None:
     """What each runtime patch set in this step's pods (a later patch's entry wins)."""
-    lengths = {f: len((template.get("spec") or {}).get(f) or []) for f in _LIST_FIELDS}
+    lengths = {f: len((template.get("spec") or {}).get(f) or []) for f in LIST_PATCHES}
     for p_index, patch in enumerate(patches):
         spec_patch = (patch.training_runtime_spec or {}).get("template") or {}
         jobs = (spec_patch.get("spec") or {}).get("replicatedJobs") or []
@@ -216,10 +217,6 @@ def _patches(
             _meta_patch(table, planned_pod, f"{own}.metadata", job_patch.get("template") or {})
 
 
-_LIST_FIELDS = ("tolerations", "schedulingGates", "volumes", "imagePullSecrets")
-_SET_FIELDS = ("affinity", "securityContext", "serviceAccountName", "terminationGracePeriodSeconds")
-
-
 def _pod_patch(
     table: Origins, planned: str, own: str, pod: Mapping[str, Any], lengths: dict[str, int]
 ) -> None:
@@ -228,10 +225,10 @@ def _pod_patch(
     for name in spec.get("nodeSelector") or {}:
         key = join("nodeSelector", str(name))
         table.add(f"{planned}.spec.{key}", f"{own}.spec.{key}", carry=True)
-    for name in _SET_FIELDS:
+    for name in SET_PATCHES:
         if name in spec:
             table.add(f"{planned}.spec.{name}", f"{own}.spec.{name}", carry=True)
-    for name in _LIST_FIELDS:
+    for name in LIST_PATCHES:
         for index in range(len(spec.get(name) or [])):
             where = f"{planned}.spec.{name}[{lengths[name] + index}]"
             table.add(where, f"{own}.spec.{name}[{index}]", carry=True)

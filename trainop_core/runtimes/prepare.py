@@ -2,7 +2,8 @@
 
 Read -> validate (Trainer's rules) -> resolve the runtime -> translate -> default and validate
 the planned job as any v1 job (`api.validation.prepare`). Everything after receives the planned
-job; its problems still name the TrainJob's fields where they come from the TrainJob.
+job; its problems, here and in any backend, name the TrainJob's or the runtime's fields
+(`runtimes.origins`, the table the planned job carries), never the planned job's.
 """
 
 from __future__ import annotations

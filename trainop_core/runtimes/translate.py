@@ -35,8 +35,8 @@ _LAUNCHER_FIELDS = ("image", "command", "args", "env")  # a launcher policy's la
 _HOST_FIELDS = ("image", "env", "resources")  # ... and the nodes hosting its ranks
 _IDLE = list(dict(mpi.KIND.idle_commands)[mpi.WORKER])  # what MPIJob's workers run
 
-_LIST_PATCHES = ("tolerations", "schedulingGates", "volumes", "imagePullSecrets")
-_SET_PATCHES = (
+LIST_PATCHES = ("tolerations", "schedulingGates", "volumes", "imagePullSecrets")
+SET_PATCHES = (
     "affinity",
     "securityContext",
     "serviceAccountName",
@@ -178,11 +178,11 @@ def _patch_metadata(pod: dict[str, Any], meta: dict[str, Any] | None) -> None:
 def _patch_pod_spec(spec: dict[str, Any], patch: dict[str, Any]) -> None:
     if patch.get("nodeSelector"):
         spec.setdefault("nodeSelector", {}).update(patch["nodeSelector"])
-    for field in _LIST_PATCHES:
+    for field in LIST_PATCHES:
         spec[field] = (spec.get(field) or []) + list(patch.get(field) or [])
         if not spec[field]:
             del spec[field]
-    for field in _SET_PATCHES:
+    for field in SET_PATCHES:
         if field in patch:
             spec[field] = patch[field]
     for field in ("containers", "initContainers"):
