@@ -40,6 +40,7 @@ from trainop_core.planner.conditions import is_true
 from trainop_core.planner.types import ObservedPod
 from trainop_core.replicas import primary_replica as primary_of
 from trainop_core.replicas import replica_id
+from trainop_core.runtimes.origins import own_paths
 from trainop_core.runtimes.prepare import (
     RuntimeSource,
     check_trainjob,
@@ -116,7 +117,8 @@ class TrainingClient:
             warnings.warn(AdmissionWarning(str(warning)), stacklevel=2)
         chosen = workdir is not None or _as_path(job) is not None
         where = (Path(workdir).resolve() if workdir is not None else origin) if chosen else None
-        return self.backend.create(prepared, kind, workdir=where)
+        with own_paths(prepared):  # a TrainJob's problems name its own fields, on any backend
+            return self.backend.create(prepared, kind, workdir=where)
 
     def _create_trainjob(
         self, source: JobSource, namespace: str | None, runtimes: RuntimeSource

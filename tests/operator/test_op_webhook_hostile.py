@@ -177,10 +177,41 @@ def test_a_client_hanging_up_costs_at_most_one_short_debug_line(
 def test_outside_a_cluster_the_cert_dir_default_is_private_not_under_tmp(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
+    from trainop_core.operator.webhook import options
     from trainop_core.operator.webhook.options import IN_CLUSTER_CERT_DIR, default_cert_dir
 
+    # whatever machine runs this (it may itself be a pod): no service account mounted
+    monkeypatch.setattr(options, "SERVICE_ACCOUNT_DIR", str(tmp_path / "no-service-account"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert default_cert_dir() == str(tmp_path / ".trainop" / "webhook-certs")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")  # but no service account mounted
     assert default_cert_dir() != IN_CLUSTER_CERT_DIR
+
+
+def test_outside_a_cluster_a_cert_dir_other_users_may_write_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """External certificates from a directory another local user could plant are never served;
+    made private, the same files are."""
+    from datetime import timedelta
+
+    from trainop_core.operator.webhook.certs import new_ca, new_serving
+    from trainop_core.operator.webhook.rotator import External
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    serving = new_serving(new_ca(timedelta(days=1)), ["127.0.0.1"], timedelta(days=1))
+    (certs / "tls.key").write_bytes(serving.key_pem)
+    (certs / "tls.crt").write_bytes(serving.cert_pem)
+    served: list[bytes] = []
+    external = External(str(certs), lambda cert, key: served.append(cert), check_period=1.0)
+    for path, mode in ((certs, 0o777), (certs / "tls.key", 0o666)):
+        path.chmod(mode)
+        with pytest.raises(ValueError, match=f"{path} may be written by other users"):
+            external.check()
+        assert served == [] and not external.ready.is_set()
+        path.chmod(0o700 if path == certs else 0o600)
+    external.check()
+    assert served == [serving.cert_pem] and external.ready.is_set()

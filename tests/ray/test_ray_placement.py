@@ -13,6 +13,7 @@ from trainop_core.backends.ray.addressing import RayAddressing
 from trainop_core.backends.ray.logbuffer import LogBuffer, limit_per_replica
 from trainop_core.backends.ray.placement import (
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
+    MAX_BUNDLES,
     distinct_ports,
     placement_for,
 )
@@ -32,6 +33,15 @@ def test_one_bundle_per_replica_in_the_replicas_order_with_one_cpu_by_default() 
     assert placement.bundles == ({"CPU": 1.0},) * 3
     assert placement.strategy == "PACK"
     assert placement.timeout_seconds == DEFAULT_SCHEDULE_TIMEOUT_SECONDS
+
+
+def test_a_job_of_a_billion_replicas_is_refused_before_any_bundle_is_listed() -> None:
+    placement, problems = place(
+        make_job("PyTorchJob").workers(10**9, command=OK).master(command=OK)
+    )
+    assert placement is None
+    assert [p.path for p in problems] == ["spec.pytorchReplicaSpecs"]
+    assert f"at most {MAX_BUNDLES}" in problems[0].message
 
 
 @pytest.mark.parametrize(

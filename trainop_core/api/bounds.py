@@ -18,6 +18,7 @@ Pure functions over the wire form; `validate_job` calls `bounds_problems`.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -97,6 +98,19 @@ def _number_problems(wire: Mapping[str, Any], templates: Mapping[str, Any]) -> l
     return problems
 
 
+def template_number_problems(template: Any, path: str) -> list[Problem]:
+    """The numbers of a Kubernetes object template (a Job's or a pod's) out of what its Go
+    fields hold: int64 where the Kubernetes API says so, every other integer an int32."""
+    problems: list[Problem] = []
+    for where, field, value in _numbers(template, path):
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                problems.append(Problem(where, f"expected a finite number, got {value!r}"))
+            continue
+        problems += int_range(value, where, INT64 if field in _INT64_POD_FIELDS else INT32)
+    return problems
+
+
 def _plain(path: str) -> str:
     return re.sub(r"\[\d+\]", "", path)
 
@@ -160,7 +174,7 @@ def pod_problems(pod_spec: Mapping[str, Any], path: str) -> list[Problem]:
                 problems.append(Problem(f"{where}.name", f"duplicates {seen[name]}.name"))
             seen.setdefault(name, where)
         problems += _port_problems(container.get("ports"), f"{where}.ports")
-        problems += _env_problems(container.get("env"), f"{where}.env")
+        problems += env_problems(container.get("env"), f"{where}.env")
     return problems + _volume_problems(pod_spec, path)
 
 
@@ -233,7 +247,7 @@ def _service_name_problems(name: str, path: str) -> list[Problem]:
     ]
 
 
-def _env_problems(env: Any, path: str) -> list[Problem]:
+def env_problems(env: Any, path: str) -> list[Problem]:
     problems: list[Problem] = []
     for index, entry in enumerate(env if isinstance(env, list) else []):
         name = entry.get("name") if isinstance(entry, Mapping) else None
@@ -271,7 +285,8 @@ def _volume_problems(pod_spec: Mapping[str, Any], path: str) -> list[Problem]:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value) if not isinstance(value, str) else f'"{value}"'
+    # JSON's escapes: a control character in a name never reaches a terminal as it is
+    text = repr(value) if not isinstance(value, str) else json.dumps(value[:60])
     return text if len(text) <= 42 else text[:39] + '..."'
 
 

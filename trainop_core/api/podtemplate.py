@@ -13,8 +13,10 @@ import datetime as dt
 import difflib
 import functools
 import json
+import math
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from importlib import resources
 from typing import Any
 
@@ -179,7 +181,11 @@ def _scalar_mismatch(value: Any, type_name: str, quantity: bool) -> str:
     """What was expected if `value` does not fit, else ""."""
     if quantity:
         ok = is_number(value) or (isinstance(value, str) and bool(_QUANTITY.match(value)))
-        return "" if ok else "a quantity such as 2, 500m or 4Gi"
+        if not ok:
+            return "a quantity such as 2, 500m or 4Gi"
+        if is_number(value) and not math.isfinite(value):
+            return "a finite number"
+        return "" if quantity_in_bounds(value) else f"a quantity of at most {MAX_QUANTITY} (2^63-1)"
     if type_name == "str":
         return "" if isinstance(value, str) else "a string"
     if type_name == "int":
@@ -191,6 +197,31 @@ def _scalar_mismatch(value: Any, type_name: str, quantity: bool) -> str:
     if type_name == "object":
         return ""  # IntOrString ports and free-form fieldsV1: the client cannot say more
     return ""
+
+
+# Kubernetes bounds every quantity at 2^63-1 of its unit (it caps larger ones; trainop refuses
+# them, as it refuses such queue quotas: a value nothing downstream can hold is a mistake).
+MAX_QUANTITY = 2**63 - 1
+_SUFFIX_POWERS = {"Ki": (2, 10), "Mi": (2, 20), "Gi": (2, 30), "Ti": (2, 40), "Pi": (2, 50)}
+_SUFFIX_POWERS |= {"Ei": (2, 60), "n": (10, -9), "u": (10, -6), "m": (10, -3), "k": (10, 3)}
+_SUFFIX_POWERS |= {"M": (10, 6), "G": (10, 9), "T": (10, 12), "P": (10, 15), "E": (10, 18)}
+
+
+def quantity_in_bounds(value: Any) -> bool:
+    """Whether a well-formed quantity (a number, or a string `_QUANTITY` matches) is finite
+    and at most MAX_QUANTITY in magnitude; a huge exponent is never expanded."""
+    if is_number(value):
+        return math.isfinite(value) and abs(value) <= MAX_QUANTITY
+    match = _QUANTITY.match(str(value))
+    if match is None:
+        return False
+    number, suffix = match.group(1), match.group(3) or ""
+    base, power = _SUFFIX_POWERS.get(suffix, (10, 0))
+    if suffix not in _SUFFIX_POWERS and suffix:  # an exponent: e3, E-2
+        power = int(suffix[1:]) if len(suffix) <= 12 else 10**12 * (-1 if "-" in suffix else 1)
+    if abs(power) > 400:  # decided by the exponent alone, never expanded
+        return power < 0 or Decimal(number) == 0
+    return abs(Decimal(number) * Decimal(base) ** power) <= MAX_QUANTITY
 
 
 def is_number(value: Any) -> bool:

@@ -11,11 +11,20 @@ import copy
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from trainop_core.api import trainjob as v2
+from trainop_core.api.bounds import (
+    INT32,
+    INT64,
+    env_problems,
+    int_range,
+    pod_problems,
+    template_number_problems,
+)
 from trainop_core.api.load import read_documents, translate
 from trainop_core.api.podtemplate import check_template, check_value, describe, join
 from trainop_core.api.validation import check_metadata
@@ -82,13 +91,47 @@ def parse_v2(data: Any) -> V2Object:
 
 def validate_v2(obj: V2Object) -> list[Problem]:
     """Trainer's admission rules for a TrainJob or a runtime (the model is already well-typed)."""
+    problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
+    problems += integer_problems(obj.spec, "spec")
     if isinstance(obj, v2.TrainJob):
-        problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
         return problems + trainjob_problems(obj.spec)
     # A runtime names no pods: any object name goes (a DNS subdomain: torchtune-llama3.2-1b).
-    problems = check_metadata(obj.metadata.name, obj.metadata.namespace)
     problems = [p for p in problems if p.path != "metadata.name"] + _subdomain(obj.metadata.name)
     return problems + runtime_problems(obj.spec)
+
+
+def integer_problems(model: BaseModel, path: str) -> list[Problem]:
+    """Every integer field out of the range its Go type holds (the int32 and int64 markers of
+    `api.trainjob`), as the API server refuses it: checked before anything is planned from it."""
+    problems: list[Problem] = []
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        where = join(path, info.alias or name)
+        width = _width(info)
+        if width is not None and isinstance(value, int) and not isinstance(value, bool):
+            problems += int_range(value, where, width)
+        for index, item in enumerate(value if isinstance(value, list) else [value]):
+            if isinstance(item, BaseModel):
+                at = f"{where}[{index}]" if isinstance(value, list) else where
+                problems += integer_problems(item, at)
+    return problems
+
+
+def _width(info: FieldInfo) -> tuple[int, int] | None:
+    """INT32 or INT64 where the field's markers say its Go type is one (`v2.Int32` sits inside
+    an Optional: its marker is found in the annotation)."""
+    found = [
+        info.json_schema_extra,
+        *(getattr(m, "json_schema_extra", None) for m in info.metadata),
+    ]
+    pending: list[Any] = [info.annotation]
+    while pending:
+        annotation = pending.pop()
+        if get_origin(annotation) is Annotated:
+            found += [getattr(m, "json_schema_extra", None) for m in annotation.__metadata__]
+        pending += get_args(annotation)
+    formats = {extra.get("format") for extra in found if isinstance(extra, dict)}
+    return INT64 if "int64" in formats else INT32 if "int32" in formats else None
 
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -183,7 +226,9 @@ def trainjob_problems(spec: v2.TrainJobSpec) -> list[Problem]:
 
 
 def _runtime_ref_problems(ref: v2.RuntimeRef) -> list[Problem]:
-    problems = []
+    # A name no runtime can have (runtimes are named by DNS subdomains) never resolves: refused
+    # here, before it reaches a lookup or a message, rather than waited for.
+    problems = [Problem("spec.runtimeRef.name", p.message) for p in _subdomain(ref.name)]
     if ref.api_group != v2.GROUP:
         message = f'expected "{v2.GROUP}", got {describe(ref.api_group)}'
         problems.append(Problem("spec.runtimeRef.apiGroup", message))
@@ -198,9 +243,47 @@ def _trainer_problems(trainer: v2.Trainer) -> list[Problem]:
     problems = _positive(f"{path}.numNodes", trainer.num_nodes)
     problems += _positive(f"{path}.numProcPerNode", trainer.num_proc_per_node)
     problems += check_value(trainer.env, "list[V1EnvVar]", f"{path}.env")
+    problems += env_name_problems(trainer.env, f"{path}.env")
     problems += check_value(
         trainer.resources_per_node, "V1ResourceRequirements", f"{path}.resourcesPerNode"
     )
+    problems += _image_problems(trainer.image, f"{path}.image")
+    for name in ("command", "args"):
+        for index, arg in enumerate(getattr(trainer, name) or []):
+            if "\0" in arg:  # no process can be given it (exec takes C strings)
+                problems.append(Problem(f"{path}.{name}[{index}]", "must not contain a NUL byte"))
+    for index, entry in enumerate(trainer.env or []):
+        value = entry.get("value") if isinstance(entry, Mapping) else None
+        if isinstance(value, str) and "\0" in value:  # ... nor an environment
+            problems.append(Problem(f"{path}.env[{index}].value", "must not contain a NUL byte"))
+    return problems
+
+
+def _image_problems(image: str | None, path: str) -> list[Problem]:
+    # kube-apiserver's rule (no leading or trailing whitespace), and no control characters:
+    # no image reference holds one.
+    if image is None:
+        return []
+    if image != image.strip():
+        return [Problem(path, "must not have leading or trailing whitespace")]
+    if any(ord(c) < 32 or ord(c) == 127 for c in image):
+        return [Problem(path, f"{describe(image)}: an image reference holds no control characters")]
+    return []
+
+
+def env_name_problems(env: Any, path: str) -> list[Problem]:
+    """Env names as the API server checks them (printable ASCII without "="), each name once
+    (a list keyed by name: the API server refuses a duplicate key)."""
+    problems = env_problems(env, path)
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(env if isinstance(env, list) else []):
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if isinstance(name, str) and name in seen:
+            problems.append(
+                Problem(f"{path}[{index}].name", f"duplicates {path}[{seen[name]}].name")
+            )
+        if isinstance(name, str):
+            seen.setdefault(name, index)
     return problems
 
 
@@ -358,6 +441,8 @@ def _replicated_job_problems(job: v2.ReplicatedJob, path: str, mpi: bool) -> lis
     if not isinstance(pod, Mapping):
         return [*problems, Problem(f"{path}.template.spec.template", "required field is missing")]
     problems += check_template(pod, f"{path}.template.spec.template")
+    problems += template_number_problems(job.template, f"{path}.template")
+    problems += pod_problems(pod.get("spec") or {}, f"{path}.template.spec.template.spec")
     if job.name in (v2.LAUNCHER, v2.NODE) if mpi else is_trainer_step(job):
         names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
         if v2.NODE not in names:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from trainop_core.api import trainjob as v2
 from trainop_core.api.job import JobSpec, TrainingJob
@@ -51,6 +51,18 @@ class PlannedTrainJob(TrainingJob):
     # or, read from a cluster, as stored there (its metadata has a uid). What `trainop get -o
     # yaml` prints; None for a job made from a planned manifest (Flyte, KFP).
     trainjob: dict[str, Any] | None = None
+    # Where each of its parts came from (`runtimes.origins`), set where it was planned from a
+    # TrainJob and a runtime: what names a problem found in it by the TrainJob's own fields.
+    _origins: Any = PrivateAttr(None)
+
+    @property
+    def origins(self) -> Any:
+        """The `runtimes.origins.Origins` it was planned with; None if not planned here."""
+        return self._origins
+
+    @origins.setter
+    def origins(self, table: Any) -> None:
+        self._origins = table
 
     def as_stored(self) -> dict[str, Any] | None:
         """The TrainJob as stored: the cluster's object where one was read, else as written

@@ -2,7 +2,8 @@
 
 Read -> validate (Trainer's rules) -> resolve the runtime -> translate -> default and validate
 the planned job as any v1 job (`api.validation.prepare`). Everything after receives the planned
-job; its problems still name the TrainJob's fields where they come from the TrainJob.
+job; its problems, here and in any backend, name the TrainJob's or the runtime's fields
+(`runtimes.origins`, the table the planned job carries), never the planned job's.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from trainop_core.runtimes.catalog import (
     load_catalog,
 )
 from trainop_core.runtimes.kind import PlannedTrainJob
+from trainop_core.runtimes.origins import origins
 from trainop_core.runtimes.policies.table import builtin_policies
-from trainop_core.runtimes.translate import policy_name, translate
+from trainop_core.runtimes.translate import policy_name, steps_of, translate
 
 RuntimeSource = RuntimeCatalog | str | Path | None
 
@@ -54,10 +56,11 @@ def prepare_trainjob(
             job.metadata.namespace = job.metadata.namespace or namespace
         runtime = catalog.find(job.spec.runtime_ref, job.namespace)
         problems = runtime_problems(job, runtime)
+        table = origins(job, runtime, steps_of(runtime))
         try:
             kind, planned = prepare(translate(job, runtime))
-        except InvalidJobError as err:
-            raise InvalidJobError([*problems, *err.problems]) from None
+        except InvalidJobError as err:  # the planned job's problems, named as written
+            raise InvalidJobError([*problems, *table.error(err).problems]) from None
         if problems:
             raise InvalidJobError(problems)
     except InvalidJobError as err:
@@ -66,6 +69,7 @@ def prepare_trainjob(
     # Checked as kubeflow.org/v1 above; its pods and services are owned by the TrainJob itself.
     planned.api_version = v2.API_VERSION
     planned.trainjob = as_written(job)
+    planned.origins = table
     return kind, planned
 
 

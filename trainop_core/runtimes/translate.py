@@ -26,7 +26,7 @@ from trainop_core.api.types import (
 from trainop_core.kinds import mpi
 from trainop_core.planner.pods import copy_template
 from trainop_core.runtimes.kind import PORT_NAME, PlannedTrainJob, PlannedTrainJobSpec
-from trainop_core.runtimes.policies.base import LAUNCHER, NODE, MLPolicy
+from trainop_core.runtimes.policies.base import LAUNCHER, NODE
 from trainop_core.runtimes.policies.table import builtin_policies
 from trainop_core.runtimes.processes import processes_per_node
 
@@ -35,8 +35,8 @@ _LAUNCHER_FIELDS = ("image", "command", "args", "env")  # a launcher policy's la
 _HOST_FIELDS = ("image", "env", "resources")  # ... and the nodes hosting its ranks
 _IDLE = list(dict(mpi.KIND.idle_commands)[mpi.WORKER])  # what MPIJob's workers run
 
-_LIST_PATCHES = ("tolerations", "schedulingGates", "volumes", "imagePullSecrets")
-_SET_PATCHES = (
+LIST_PATCHES = ("tolerations", "schedulingGates", "volumes", "imagePullSecrets")
+SET_PATCHES = (
     "affinity",
     "securityContext",
     "serviceAccountName",
@@ -61,7 +61,7 @@ def translate(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> PlannedTrainJob:
     launcher_is_node = bool(ml.mpi and ml.mpi.run_launcher_as_node)
     if launcher_is_node:
         nodes = max(nodes - 1, 1)  # Trainer's count: the launcher is one of the nodes
-    steps = _steps(runtime, policy)
+    steps = steps_of(runtime)
     replicas = {
         rtype: _replica(job, step, fields, policy.port, 1 if rtype == LAUNCHER else nodes)
         for rtype, (step, fields) in steps.items()
@@ -86,10 +86,9 @@ def translate(job: v2.TrainJob, runtime: v2.TrainingRuntime) -> PlannedTrainJob:
     )
 
 
-def _steps(
-    runtime: v2.TrainingRuntime, policy: MLPolicy
-) -> dict[str, tuple[v2.ReplicatedJob, tuple[str, ...]]]:
+def steps_of(runtime: v2.TrainingRuntime) -> dict[str, tuple[v2.ReplicatedJob, tuple[str, ...]]]:
     """Replica type -> (its replicated job, the trainer fields it takes), in the kind's order."""
+    policy = builtin_policies()[policy_name(runtime)]
     jobs = runtime.spec.template.spec.replicated_jobs
     if policy.launcher is None:
         return {NODE: (next(j for j in jobs if is_trainer_step(j)), _EVERY)}
@@ -179,11 +178,11 @@ def _patch_metadata(pod: dict[str, Any], meta: dict[str, Any] | None) -> None:
 def _patch_pod_spec(spec: dict[str, Any], patch: dict[str, Any]) -> None:
     if patch.get("nodeSelector"):
         spec.setdefault("nodeSelector", {}).update(patch["nodeSelector"])
-    for field in _LIST_PATCHES:
+    for field in LIST_PATCHES:
         spec[field] = (spec.get(field) or []) + list(patch.get(field) or [])
         if not spec[field]:
             del spec[field]
-    for field in _SET_PATCHES:
+    for field in SET_PATCHES:
         if field in patch:
             spec[field] = patch[field]
     for field in ("containers", "initContainers"):

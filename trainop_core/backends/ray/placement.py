@@ -7,7 +7,8 @@ containers request (limits where a request is missing, as Kubernetes defaults it
 CPU, as a Ray Train worker does; Ray refuses empty bundles. Init containers run before the main
 container, so a bundle holds the larger of their requests and the main container's.
 
-The placement group is all or nothing (Ray reserves every bundle or none). The strategy is PACK
+The placement group is all or nothing (Ray reserves every bundle or none); it has at most
+`MAX_BUNDLES` bundles. The strategy is PACK
 unless the job's annotation `ray.trainop.dev/placement-strategy` asks for SPREAD, STRICT_PACK (one
 node) or STRICT_SPREAD (one replica per node). A job that cannot be placed waits
 `spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds` (default 300 s), then fails.
@@ -33,6 +34,9 @@ RUNTIME_ENV_ANNOTATION = "ray.trainop.dev/runtime-env"
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 DEFAULT_STRATEGY = "PACK"
 DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 300.0
+# trainop's bound on one job's replicas (one placement group reserves them all at once); a job
+# of 10^9 replicas is refused before anything is listed for it.
+MAX_BUNDLES = 10_000
 # Kubernetes resource name -> Ray resource name (and how a quantity becomes a Ray amount).
 RESOURCES = {"cpu": "CPU", "memory": "memory", "nvidia.com/gpu": "GPU"}
 # Runtime-env fields a job may add through its annotation; working_dir is trainop's own.
@@ -72,7 +76,14 @@ def placement_for(job: TrainingJob, kind: Kind) -> tuple[Placement | None, list[
     problems: list[Problem] = []
     replicas: list[str] = []
     bundles: list[dict[str, float]] = []
-    for rtype, count in replica_counts(job, kind).items():
+    counts = replica_counts(job, kind)
+    if sum(counts.values()) > MAX_BUNDLES:  # before one bundle is listed: bounded memory
+        message = (
+            f"the job has {sum(counts.values())} replicas; the Ray backend places at most "
+            f"{MAX_BUNDLES} (one bundle of one placement group each)"
+        )
+        return None, [Problem(f"spec.{kind.replica_field}", message)]
+    for rtype, count in counts.items():
         spec = _replica_spec(job, rtype)
         bundle = bundle_for(spec.template if spec else {}, kind, rtype, problems)
         for index in range(count):

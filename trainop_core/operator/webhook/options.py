@@ -25,10 +25,16 @@ IN_CLUSTER_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
+def in_cluster() -> bool:
+    """Whether this process runs in a pod (the API server's address and a service account
+    mounted): then its temporary directory is its container's alone."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.isdir(SERVICE_ACCOUNT_DIR)
+
+
 def default_cert_dir() -> str:
     """controller-runtime's fixed path in a pod (the Secret mounted there); outside a cluster a
     directory in the user's home, which no other local user can plant."""
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.isdir(SERVICE_ACCOUNT_DIR):
+    if in_cluster():
         return IN_CLUSTER_CERT_DIR
     return str(Path.home() / ".trainop" / "webhook-certs")
 
@@ -104,7 +110,8 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
         help="where tls.crt/tls.key are read with external management (default: "
         f"{IN_CLUSTER_CERT_DIR} in a cluster, where the Secret is mounted; else "
         "~/.trainop/webhook-certs: a fixed path under the shared temporary directory could be "
-        "planted by another local user)",
+        "planted by another local user). Outside a cluster a directory another user owns or "
+        "may write is refused",
     )
     add(
         "--webhook-host-names",

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
+import stat
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -39,6 +41,7 @@ from trainop_core.operator.webhook.certs import (
     valid_ca,
     valid_serving,
 )
+from trainop_core.operator.webhook.options import in_cluster
 
 log = logging.getLogger(__name__)
 SECRETS = Resource("", "v1", "secrets", "Secret")
@@ -195,11 +198,30 @@ class External:
             stop.wait(self.check_period if self.ready.is_set() else RETRY_SECONDS)
 
     def check(self) -> None:
+        if not in_cluster():  # a pod's mounted Secret is its own; elsewhere check who may plant
+            private_enough(self.dir)
         pair = ((self.dir / TLS_CERT).read_bytes(), (self.dir / TLS_KEY).read_bytes())
         if pair != self.served:
             self.serve(*pair)
             self.served = pair
         self.ready.set()
+
+
+def private_enough(directory: Path) -> None:
+    """ValueError unless `directory` and the certificate files in it are this user's (or
+    root's) and no other user may write them: a certificate another local user could plant is
+    never served (as ssh refuses a key file others may write)."""
+    me = os.getuid()
+    for path in (directory, directory / TLS_CERT, directory / TLS_KEY):
+        status = path.stat()  # the files may be links, as in a mounted Secret: their targets
+        if status.st_uid not in (me, 0):
+            raise ValueError(f"{path} is owned by uid {status.st_uid}, not by this user: refused")
+        if status.st_mode & 0o022:
+            mode = oct(stat.S_IMODE(status.st_mode))
+            raise ValueError(
+                f"{path} may be written by other users (mode {mode}): refused; "
+                "make it private (chmod go-w, or a directory of mode 700)"
+            )
 
 
 def _decoded(secret: Obj) -> dict[str, bytes]:
