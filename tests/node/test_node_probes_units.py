@@ -238,6 +238,7 @@ def test_an_exec_check_passes_on_exit_0_keeps_10_kib_of_output_and_is_ended_by_i
     ok, message = exec_check(loud, env, cwd, 10, loud)
     assert not ok and message == "x" * OUTPUT_LIMIT
     assert exec_check(["true"], env, cwd, 10, ["true"]) == (True, "")
+    assert exec_check(["true"], env, cwd, 2**31 - 1, ["true"]) == (True, "")  # no overflow
     ok, message = exec_check(["sleep", "600"], env, cwd, 0.2, ["sleep", "600"])
     assert not ok and message == "command 'sleep 600' timed out"
 

@@ -46,7 +46,7 @@ from trainop_core.testing.rest import Rest, RestError
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
-PROBE_THREADS = 4  # probes of every pod share them; each probe is bounded by its timeout
+PROBE_THREADS = 8  # probes of every pod share them; each probe is bounded by its timeout
 
 
 class ProcessNode:

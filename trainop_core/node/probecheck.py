@@ -43,8 +43,9 @@ def exec_check(
     )  # fmt: skip
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
-    output = _read_until(proc.stdout.fileno(), deadline)
+    output = b""
     try:
+        output = _read_until(proc.stdout.fileno(), deadline)
         code = proc.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         code = None
@@ -67,8 +68,8 @@ def _read_until(fd: int, deadline: float) -> bytes:
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         while (left := deadline - time.monotonic()) > 0:
-            if not selector.select(left):
-                break
+            if not selector.select(min(left, 1.0)):  # in steps: a huge timeout overflows epoll
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 break
