@@ -127,3 +127,17 @@ def test_a_failing_liveness_probe_restarts_the_container_with_unhealthy_and_kill
     wait_event(node_cluster, ns, "alive", "Unhealthy", "Liveness probe failed")
     killing = wait_event(node_cluster, ns, "alive", "Killing", "liveness")
     assert killing == "Container main failed liveness probe, will be restarted"
+
+
+def test_a_grpc_probe_is_refused_at_start_naming_its_field(
+    node_cluster: NodeCluster, ns: str
+) -> None:
+    probe = {"livenessProbe": {"grpc": {"port": 9000}}}
+    node_cluster.create(ns, pod("grpc").python("print('never')", **probe).build())
+    waiting = node_cluster.wait_status(ns, "grpc", lambda s: "waiting" in s["state"]
+                                       and s["state"]["waiting"].get("message"))  # fmt: skip
+    state = waiting["status"]["containerStatuses"][0]["state"]["waiting"]
+    assert state["reason"] == "CreateContainerConfigError"
+    assert state["message"].startswith("spec.containers[0].livenessProbe.grpc: gRPC probes are")
+    failed = wait_event(node_cluster, ns, "grpc", "Failed", "livenessProbe.grpc")
+    assert failed == f"Error: {state['message']}"

@@ -126,6 +126,7 @@ class PodRun:
                 reason = "RunContainerError"
             run.state = {"waiting": {"reason": reason, "message": str(exc)}}
             run.restart_at = now + CONFIG_RETRY
+            self.prober.event(run.name, "Warning", "Failed", f"Error: {exc}")  # counted, once
 
     def _probes_of(self, run: ContainerRun) -> list[Probe]:
         """The probes of a container (init containers have none). Raises ConfigError."""
