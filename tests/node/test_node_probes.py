@@ -42,6 +42,16 @@ def wait_event(node_cluster: NodeCluster, ns: str, name: str, reason: str, text:
     return found
 
 
+def unhealthy_count(node_cluster: NodeCluster, ns: str, name: str) -> int:
+    """The `count` of the pod's one Unhealthy event (repeats are counted, not duplicated)."""
+    answer = node_cluster.cp.rest.get(
+        f"/api/v1/namespaces/{ns}/events", fieldSelector=f"involvedObject.name={name}"
+    )
+    found = [e for e in answer.get("items") or [] if e["reason"] == "Unhealthy"]
+    assert len(found) == 1, found
+    return int(found[0].get("count") or 0)
+
+
 def endpoint_ready(node_cluster: NodeCluster, ns: str, service: str) -> list[bool]:
     answer = node_cluster.cp.rest.get(
         f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
@@ -98,6 +108,7 @@ def test_a_tcp_readiness_probe_waits_for_the_port_to_accept(
     ip = node_cluster.get(ns, "tcp")["status"]["podIP"]
     assert failed == f"Readiness probe failed: dial tcp {ip}:8080: connect: connection refused"
     assert condition(node_cluster.get(ns, "tcp"), "Ready") == "False"
+    wait_for(lambda: unhealthy_count(node_cluster, ns, "tcp") >= 2, timeout=60, interval=0.2)
     go.touch()
     ready = node_cluster.wait_status(ns, "tcp", lambda s: s["ready"])
     assert condition(ready, "Ready") == "True"
