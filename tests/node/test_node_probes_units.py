@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from trainop_core.node.containers import ContainerRun, Launch
+from trainop_core.node.pki import KubeletPki
 from trainop_core.node.podenv import ConfigError
 from trainop_core.node.podrun import PodRun
 from trainop_core.node.probecheck import exec_check, host_dial, http_check, tcp_check
@@ -273,6 +275,21 @@ def test_an_http_check_passes_below_400_sends_headers_and_reads_at_most_10_kib(w
     assert get("/fail") == (False, "HTTP probe failed with statuscode: 500")
     ok, body = get("/big")
     assert ok and len(body) == OUTPUT_LIMIT
+
+
+def test_an_https_check_does_not_verify_the_servers_certificate(tmp_path: Path) -> None:
+    cert, key = KubeletPki.create(tmp_path).node_serving("elsewhere", ["elsewhere.invalid"])
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)  # signed by a CA the prober has never seen, another name
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        action = HttpGetAction("", server.server_address[1], "/", "HTTPS", (("X-Probe", "tls"),))
+        assert http_check(host_dial, "127.0.0.1", action, 5) == (True, "tls")
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_tcp_check_passes_on_connect_and_says_why_it_failed() -> None:
