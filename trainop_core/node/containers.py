@@ -27,6 +27,7 @@ from trainop_core.backends.local.procs import POD_MARKER, kill_marked, kill_sess
 from trainop_core.backends.process.kubelet import exit_code_of
 from trainop_core.node import _launch, logs
 from trainop_core.node.cgroups import Cgroup
+from trainop_core.node.probes import ContainerProbes
 from trainop_core.node.volumes import Mount
 
 Obj = dict[str, Any]
@@ -79,6 +80,9 @@ class ContainerRun:
         self._started: int | None = None  # the process's start time (procs.started_at)
         self.launch: Launch | None = None  # how the current (or last) run was started
         self.pump: threading.Thread | None = None  # copies its output into its log
+        self.probes: ContainerProbes | None = None  # the current run's probes (none: always ok)
+        self.probe_kill_at: float | None = None  # a failed probe's SIGKILL is due then
+        self.probe_killed = False  # the current run was killed for a failed probe
 
     def env(self, launch: Launch) -> dict[str, str]:
         """The environment of the container's processes (an exec's too)."""
@@ -99,6 +103,11 @@ class ContainerRun:
         return "running" in self.state
 
     @property
+    def ready(self) -> bool:
+        """Running, and its readiness (and startup) probe passed if it has one."""
+        return self.running and (self.probes is None or self.probes.ready)
+
+    @property
     def terminated(self) -> Obj | None:
         found: Obj | None = self.state.get("terminated")
         return found
@@ -107,6 +116,7 @@ class ContainerRun:
         """Start a process for this container (state running), or end it with the launcher's
         exit code if it cannot start (state terminated, reason StartError)."""
         self.restart_at = None
+        self.probes, self.probe_kill_at, self.probe_killed = None, None, False
         self.cgroup = launch.cgroup
         self.launch = launch
         self._oom_before = launch.cgroup.oom_kills() if launch.cgroup else 0
@@ -168,13 +178,14 @@ class ContainerRun:
     def status(self) -> Obj:
         """The container's entry in the pod's containerStatuses."""
         running = self.running
+        started = running and (self.probes is None or self.probes.started)
         return {
             "name": self.name,
             "image": self.image,
             "imageID": "",
             "containerID": self.container_id if self.runs else "",
-            "ready": running,
-            "started": running,
+            "ready": self.ready,
+            "started": started,
             "restartCount": self.restart_count,
             "state": self.state,
             "lastState": self.last_state,

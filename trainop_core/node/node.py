@@ -22,6 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,11 @@ from trainop_core.node import logs
 from trainop_core.node.cgroups import Cgroups, delete_base
 from trainop_core.node.containers import Launch
 from trainop_core.node.endpoint import NodeContainers
+from trainop_core.node.events import EventRecorder, PodRef
 from trainop_core.node.images import program
 from trainop_core.node.podenv import ConfigError, container_env, downward_fields, service_link_env
-from trainop_core.node.podrun import PodRun
+from trainop_core.node.podrun import DEFAULT_GRACE, PodRun
+from trainop_core.node.probecheck import PodProber
 from trainop_core.node.registration import NodeConfig, ensure_ready, register, renew_lease
 from trainop_core.node.runtime_env import RestObjects, base_env, install_tools, pod_hostname
 from trainop_core.node.sandbox import HostNetwork, PodNetwork, Sandbox
@@ -43,7 +46,7 @@ from trainop_core.testing.rest import Rest, RestError
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
-DEFAULT_GRACE = 30
+PROBE_THREADS = 8  # probes of every pod share them; each probe is bounded by its timeout
 
 
 class ProcessNode:
@@ -81,6 +84,8 @@ class ProcessNode:
         self._written: dict[str, Obj] = {}  # uid -> the status last written
         self._finalized: set[str] = set()
         self._closer: Any = None
+        self.events = EventRecorder(rest, config.name)
+        self._probe_pool = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="probe")
 
     @property
     def logs_root(self) -> Path:
@@ -92,6 +97,7 @@ class ProcessNode:
         self.node_uid = register(self.rest, self.config)["metadata"]["uid"]
         renew_lease(self.rest, self.config, self.node_uid)
         install_tools(self.root / "bin")
+        self.events.start()
         self._clean_leftovers()
         for target, name in ((self._heartbeat_loop, "lease"), (self._watch_loop, "watch")):
             threading.Thread(target=target, name=name, daemon=True).start()
@@ -128,6 +134,8 @@ class ProcessNode:
         for uid, run in list(self.runs.items()):
             run.kill()
             self._release(uid)
+        self._probe_pool.shutdown(wait=False, cancel_futures=True)
+        self.events.stop()
         if self.cgroups is not None:
             delete_base(self.cgroups)
         self.network.stop()
@@ -272,7 +280,10 @@ class ProcessNode:
             meta["namespace"], meta["name"], uid, pod_hostname(pod), subdomain
         )
         self._sandboxes[uid] = sandbox
-        run = PodRun(pod, self._launcher(pod, sandbox), sandbox.ip, self.config.address)
+        prober = PodProber(
+            self._probe_pool, self.network.connect, sandbox.ip, self.events, PodRef.of(pod)
+        )
+        run = PodRun(pod, self._launcher(pod, sandbox), sandbox.ip, self.config.address, prober)
         _resume(run, pod)
         self.runs[uid] = run
         self.containers.add(meta["namespace"], meta["name"], uid, run)

@@ -14,6 +14,7 @@ import contextlib
 import ipaddress
 import itertools
 import os
+import socket
 import threading
 from dataclasses import dataclass
 
@@ -112,6 +113,11 @@ class NodeNetwork:
         with self._lock:
             self._sandboxes.pop(sandbox.spec.uid, None)
             self._used.discard(sandbox.ip)
+
+    def connect(self, host: str, port: int, timeout: float) -> socket.socket:
+        """A connection to a pod from the hub, which reaches every pod's address (a PodNetwork's
+        way for probes)."""
+        return netns.connect_in(self.address.hub, host, port, timeout)
 
     def stop(self) -> None:
         with self._lock:

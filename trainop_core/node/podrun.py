@@ -10,19 +10,37 @@ then the container waits, saying why) and calls :meth:`PodRun.poll` from one thr
 
 from __future__ import annotations
 
+import queue
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from trainop_core.node.containers import ContainerRun, Launch, now_rfc3339
 from trainop_core.node.images import NO_IMAGE_REASON, ImageError
 from trainop_core.node.podenv import ConfigError
+from trainop_core.node.probes import ContainerProbes, Probe, container_probes
 
 Obj = dict[str, Any]
 Launcher = Callable[[Obj, int], Launch]  # (container spec, restartCount) -> Launch
 BACKOFF_START = 1.0  # a kubelet starts at 10 s; shorter here, so a try-it job retries promptly
 BACKOFF_MAX = 60.0  # a kubelet's is 300 s
 CONFIG_RETRY = 2.0  # seconds between attempts at a container that could not be configured
+
+
+DEFAULT_GRACE = 30
+
+
+class Prober(Protocol):
+    """Where a pod's probes run and its events go (the node's; I/O happens there)."""
+
+    def check(self, run: ContainerRun, probe: Probe, done: Callable[[bool, str], None]) -> None:
+        """Run `probe` against `run`'s current process off the caller's thread, bounded by the
+        probe's timeout, and call ``done(ok, message)`` once (from any thread). Never blocks."""
+        ...
+
+    def event(self, container: str, kind: str, reason: str, message: str) -> None:
+        """Report an Event (kind Normal or Warning) about `container` of the pod. Never blocks."""
+        ...
 
 
 def backoff(restarts: int) -> float:
@@ -33,8 +51,17 @@ def backoff(restarts: int) -> float:
 class PodRun:
     """A pod's containers on this node; `poll` moves them on, `status` says where they are."""
 
-    def __init__(self, pod: Obj, launcher: Launcher, pod_ip: str, host_ip: str) -> None:
+    def __init__(
+        self, pod: Obj, launcher: Launcher, pod_ip: str, host_ip: str, prober: Prober
+    ) -> None:
         spec, uid = pod["spec"], pod["metadata"]["uid"]
+        self.prober = prober
+        grace = spec.get("terminationGracePeriodSeconds")
+        self.grace = float(DEFAULT_GRACE if grace is None else grace)
+        # (container, its run, probe kind, ok, message) from the prober's threads
+        self._results: queue.SimpleQueue[tuple[ContainerRun, int, str, bool, str]] = (
+            queue.SimpleQueue()
+        )
         self.uid = uid
         self.policy = str(spec.get("restartPolicy") or "Always")
         self.init = [ContainerRun(c, uid) for c in spec.get("initContainers") or []]
@@ -63,8 +90,12 @@ class PodRun:
         if pending is not None:
             self._start_if_due(pending, now)
             return
+        self._take_results(now)
         for run in self.main:
+            if run.probe_kill_at is not None and now >= run.probe_kill_at and run.alive:
+                run.signal(signal.SIGKILL)
             self._start_if_due(run, now)
+        self._start_probes(now)
 
     def _next_init(self) -> ContainerRun | None:
         """The init container that has not yet completed (None once all have)."""
@@ -82,7 +113,9 @@ class PodRun:
         if run.runs:
             run.restart_count += 1
         try:
+            probes = self._probes_of(run)
             run.start(self.launcher(run.spec, run.restart_count))
+            run.probes = ContainerProbes(probes, now) if probes else None
         except (ConfigError, ImageError, OSError) as exc:
             if run.runs and run.restart_count:
                 run.restart_count -= 1  # nothing was started again
@@ -93,12 +126,65 @@ class PodRun:
                 reason = "RunContainerError"
             run.state = {"waiting": {"reason": reason, "message": str(exc)}}
             run.restart_at = now + CONFIG_RETRY
+            self.prober.event(run.name, "Warning", "Failed", f"Error: {exc}")  # counted, once
+
+    def _probes_of(self, run: ContainerRun) -> list[Probe]:
+        """The probes of a container (init containers have none). Raises ConfigError."""
+        if run not in self.main:
+            return []
+        return container_probes(run.spec, f"spec.containers[{self.main.index(run)}]")
+
+    # --- probing -----------------------------------------------------------------------------
+    def _start_probes(self, now: float) -> None:
+        for run in self.main:
+            if run.probes is None or not run.running or not run.alive:
+                continue
+            for probe in run.probes.due(now):
+                self.prober.check(run, probe, self._inbox(run, probe.kind))
+
+    def _inbox(self, run: ContainerRun, kind: str) -> Callable[[bool, str], None]:
+        attempt = run.runs
+
+        def done(ok: bool, message: str) -> None:
+            self._results.put((run, attempt, kind, ok, message))
+
+        return done
+
+    def _take_results(self, now: float) -> None:
+        """Count the probes' results that came in; kill a container whose startup or liveness
+        probe failed (its results from an earlier run are dropped)."""
+        while True:
+            try:
+                run, attempt, kind, ok, message = self._results.get_nowait()
+            except queue.Empty:
+                return
+            if run.probes is None or run.runs != attempt or not run.alive:
+                continue
+            label = run.probes.states[kind].probe.label
+            if not ok:
+                failed = f"{label} probe failed: {message}"
+                self.prober.event(run.name, "Warning", "Unhealthy", failed)
+            killed_for = run.probes.record(kind, ok)
+            if killed_for is not None:
+                self._kill_for(run, killed_for, now)
+
+    def _kill_for(self, run: ContainerRun, probe: Probe, now: float) -> None:
+        """SIGTERM now, SIGKILL after the probe's grace (else the pod's), as a kubelet kills a
+        container that failed its liveness or startup probe."""
+        message = f"Container {run.name} failed {probe.label.lower()} probe"
+        if self.policy != "Never":
+            message += ", will be restarted"
+        self.prober.event(run.name, "Normal", "Killing", message)
+        grace = float(probe.grace) if probe.grace is not None else self.grace
+        run.probe_killed, run.probe_kill_at = True, now + grace
+        run.signal(signal.SIGTERM)
 
     def _exited(self, run: ContainerRun, ended: Obj, now: float) -> None:
         is_init = run in self.init
         code = ended["exitCode"]
+        failed = code != 0 or run.probe_killed
         restarts = not self.terminating and (
-            (self.policy == "Always" and not is_init) or (self.policy != "Never" and code != 0)
+            (self.policy == "Always" and not is_init) or (self.policy != "Never" and failed)
         )
         if not restarts:
             run.state = {"terminated": ended}
@@ -155,7 +241,7 @@ class PodRun:
 
     def status(self) -> Obj:
         """The pod's status as a kubelet writes it (for a merge patch of pods/status)."""
-        ready = bool(self.main) and all(r.running for r in self.main) and not self.terminating
+        ready = bool(self.main) and all(r.ready for r in self.main) and not self.terminating
         phase = self.phase
         done_reason = "PodCompleted" if phase in ("Succeeded", "Failed") else "ContainersNotReady"
         status: Obj = {

@@ -8,6 +8,7 @@ of Services and pods do not resolve inside pods and two pods cannot listen on on
 
 from __future__ import annotations
 
+import socket
 from typing import Protocol
 
 HOST_IP = "127.0.0.1"
@@ -41,6 +42,11 @@ class PodNetwork(Protocol):
         """Remove every sandbox left (at the node's clean stop). Idempotent; may do I/O."""
         ...
 
+    def connect(self, host: str, port: int, timeout: float) -> socket.socket:
+        """A TCP connection from the node to `host` (a pod's IP) on the pod network, as a
+        kubelet's probes open them. Blocks at most `timeout` seconds; raises OSError."""
+        ...
+
 
 class HostSandbox:
     """A pod in the host's network."""
@@ -64,3 +70,6 @@ class HostNetwork:
 
     def stop(self) -> None:
         pass
+
+    def connect(self, host: str, port: int, timeout: float) -> socket.socket:
+        return socket.create_connection((host, port), timeout=timeout)

@@ -95,6 +95,11 @@ class ClusterNetwork:
             raise
         return self
 
+    def connect(self, host: str, port: int, timeout: float) -> socket.socket:
+        """A connection to a pod from the hub, which reaches every pod's address (a PodNetwork's
+        way for probes)."""
+        return netns.connect_in(self.hub, host, port, timeout)
+
     def stop(self) -> None:
         """Close every sandbox and remove the hub (idempotent; processes still in a pod's
         namespace lose its network)."""

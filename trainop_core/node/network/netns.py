@@ -14,6 +14,7 @@ import ctypes
 import os
 import re
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -156,3 +157,18 @@ def _setns(fd: int) -> None:
     if _libc.setns(fd, _CLONE_NEWNET) != 0:
         errno = ctypes.get_errno()
         raise NetworkError(f"setns: {os.strerror(errno)}")
+
+
+def connect_in(name: str, host: str, port: int, timeout: float) -> socket.socket:
+    """A TCP connection to `host`:`port` from network namespace `name` (the socket is made
+    there; the name is resolved here). Blocks at most `timeout` seconds; raises OSError."""
+    address = socket.gethostbyname(host)
+    with entered(name):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect((address, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
