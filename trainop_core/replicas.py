@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainop_core.api.job import TrainingJob
+from trainop_core.api.podtemplate import join
+from trainop_core.errors import Problem
 from trainop_core.kinds.base import Kind
 
 
@@ -20,6 +22,20 @@ def replica_counts(job: TrainingJob, kind: Kind) -> dict[str, int]:
     ordered = [t for t in kind.replica_types if t in counts]
     ordered += [t for t in counts if t not in kind.replica_types]
     return {t: counts[t] for t in ordered}
+
+
+def over_replica_limit(job: TrainingJob, kind: Kind, limit: int, whose: str) -> list[Problem]:
+    """A problem when the job has more than `limit` replicas in all, named at the `replicas` of
+    its largest replica type (the count to lower; the kind's first of equals); `whose` says
+    whose limit it is. Reads only the counts (O(replica types)): safe before anything is
+    planned for a job of 2**31 - 1 replicas. Pure."""
+    counts = replica_counts(job, kind)
+    total = sum(counts.values())
+    if total <= limit:
+        return []
+    largest = max(counts, key=counts.__getitem__)  # the first of equals: the kind's order
+    path = join(f"spec.{kind.replica_field}", largest) + ".replicas"
+    return [Problem(path, f"the job has {total} replicas in all; {whose}")]
 
 
 def replica_id(rtype: str, index: int) -> str:

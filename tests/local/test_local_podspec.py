@@ -162,7 +162,7 @@ def test_what_is_ignored_locally_is_said_once_per_kind_of_thing() -> None:
     messages = local_warnings(specs, "pytorchReplicaSpecs", "pytorch")
     assert len(messages) == 2
     assert messages[0].startswith("image(s) img:1 are not pulled")
-    assert "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].env.S" in messages[1]
+    assert "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].env[0] (S)" in messages[1]
 
 
 @pytest.mark.parametrize(

@@ -145,6 +145,22 @@ def test_an_invalid_trainjob_fails_once_naming_the_field(
     assert cluster.pods("tj") == []
 
 
+@pytest.mark.parametrize("runtime", ["torch-distributed", "mpi-distributed"])
+def test_a_trainjob_above_the_replica_bound_fails_naming_num_nodes_without_a_pod(
+    trainer_cluster: Cluster, run_operator: Start, runtime: str
+) -> None:
+    """numNodes 2**31 - 1 (the CRD's int32 takes it): failed before anything is planned."""
+    cluster = trainer_cluster
+    run_operator(enable_schemes=("TrainJob",)).wait_started()
+    create_trainjob(cluster, "tj", runtime, trainer={"numNodes": 2**31 - 1})
+    failed = wait_for(lambda: condition(cluster, "tj", "Failed"), 60, "TrainJob Failed")
+    assert failed["message"].startswith("spec.trainer.numNodes: the job has 214748364")
+    assert (
+        "(--max-replicas-per-job)" in failed["message"] and "replicaSpecs" not in failed["message"]
+    )
+    assert cluster.pods("tj") == [] and cluster.services("tj") == []
+
+
 def test_a_trainjob_setting_env_its_policy_reserves_fails_naming_the_entry(
     trainer_cluster: Cluster, run_operator: Start
 ) -> None:

@@ -85,6 +85,26 @@ def test_kubectl_apply_of_an_invalid_job_is_refused_with_every_problem_and_its_f
     assert listed["items"] == []
 
 
+def test_kubectl_apply_or_scale_above_the_replica_bound_is_refused_naming_the_count(
+    cluster: Cluster, with_webhooks: Any
+) -> None:
+    huge = make_job("PyTorchJob", "huge").master().workers(2**31 - 1).build()
+    done = apply(cluster, huge)
+    assert done.returncode != 0
+    assert (
+        'The PyTorchJob "huge" is invalid: spec.pytorchReplicaSpecs.Worker.replicas: the job '
+        "has 2147483648 replicas in all; "
+        "this operator runs at most 10000 replicas of one job (--max-replicas-per-job)"
+    ) in done.stderr, done.stderr
+    assert (
+        apply(cluster, make_job("PyTorchJob", "small").master().workers(1).build()).returncode == 0
+    )
+    patch = '{"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 10000}}}}'
+    scaled = kubectl(cluster, "patch", "pytorchjob", "small", "--type=merge", "-p", patch)
+    assert scaled.returncode != 0 and "the job has 10001 replicas in all" in scaled.stderr
+    assert cluster.pods("huge") == []
+
+
 def test_a_valid_job_is_stored_defaulted_and_its_warnings_are_printed(
     cluster: Cluster, with_webhooks: Any
 ) -> None:

@@ -4,6 +4,7 @@ starts there."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -45,3 +46,16 @@ def test_env_the_policy_reserves_is_refused_before_anything_starts(
     with pytest.raises(InvalidJobError, match=r"spec\.trainer\.env\[1\]\.name: must not have"):
         client.create(trainjob(tag, env=[{"name": "PET_MASTER_PORT", "value": "1"}]))
     assert client.list(None) == []
+
+
+def test_what_ray_ignores_is_said_with_the_trainjobs_own_fields(
+    client: TrainingClient, tag: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    with caplog.at_level(logging.WARNING, logger="trainop_core.backends.ray.backend"):
+        created = client.create(trainjob(tag, env=[secret]))
+    said = [r.getMessage() for r in caplog.records if "cannot be resolved" in r.getMessage()]
+    assert said and "skipped: spec.trainer.env[1] (TOKEN)" in said[0], said
+    assert not any("replicaSpecs" in r.getMessage() for r in caplog.records)
+    assert job_state(client.wait(created.name, created.namespace, timeout=120)) == "Succeeded"
+    client.delete("tj")

@@ -25,6 +25,7 @@ from trainop_core.kinds.table import KindRegistry
 from trainop_core.operator.effects import Applier, StatusConflict, expectation_keys
 from trainop_core.operator.expectations import EXPECTATIONS_TTL, Expectations
 from trainop_core.operator.informer import Informer, object_key, resource_version
+from trainop_core.operator.jobsize import MAX_REPLICAS_PER_JOB, too_many_replicas
 from trainop_core.operator.kube import ApiError, KubeClient, Obj, Resource
 from trainop_core.operator.metrics import OperatorMetrics
 from trainop_core.operator.observe import observe
@@ -77,9 +78,11 @@ class JobController:
         metrics: OperatorMetrics,
         options: PlanOptions,
         decorators: Decorators | None = None,
+        max_replicas: int = MAX_REPLICAS_PER_JOB,
     ) -> None:
         self.kind, self.registry, self.resource = kind, registry, resource
         self.decorators = decorators
+        self.max_replicas = max_replicas  # of one job, in all (--max-replicas-per-job)
         self.jobs, self.caches, self.applier = jobs, caches, applier
         self.client, self.expectations, self.metrics = client, expectations, metrics
         self.plan_options = options
@@ -148,6 +151,7 @@ class JobController:
         if not self._expectations_satisfied(job):
             return EXPECTATIONS_TTL  # informer events normally requeue long before
         model = self._prepare(key, job)
+        self._refuse_oversized(job, model)
         self._record_admission_warnings(job, model)
         plan = self._plan(job, model)
         plan = self._decorate(model, plan)
@@ -199,6 +203,15 @@ class JobController:
         except InvalidJobError as exc:
             self._mark_invalid(job, exc)
             raise TerminalError(str(exc)) from exc
+
+    def _refuse_oversized(self, job: Obj, model: TrainingJob) -> None:
+        """A job of more replicas than this operator runs is failed as an invalid one, before
+        anything is planned for it (planning is replica by replica; the check reads counts)."""
+        problems = too_many_replicas(model, self.kind, self.max_replicas)
+        if problems:
+            exc = InvalidJobError(problems)
+            self._mark_invalid(job, exc)
+            raise TerminalError(str(exc))
 
     def model_of(self, key: str, job: Obj) -> TrainingJob:
         """The prepared model of the cached `job` (kept per generation); InvalidJobError if it

@@ -261,6 +261,7 @@ class Manager:
             self.metrics,
             plan_options,
             self.decorators,
+            self.options.max_replicas_per_job,
         )
         jobs.add_handler(JobHandler(controller))
         return controller
@@ -303,6 +304,7 @@ class Manager:
             self.metrics.registry,
             self.trainjobs,
             runtimes,
+            self.options.max_replicas_per_job,
         )
 
     # --- running -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
+from trainop_core.operator.jobsize import MAX_REPLICAS_PER_JOB
 from trainop_core.operator.liveness import WATCH_READ_MARGIN, WATCH_TIMEOUT
 from trainop_core.operator.webhook.options import (
     WebhookOptions,
@@ -75,6 +76,8 @@ class Options:
     mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
     # Seconds between two writes of one job's training progress (operator/progress.py); 0: off.
     progress_interval: float = WRITE_INTERVAL
+    # Replicas of one job in all (operator/jobsize.py): above it refused, never planned.
+    max_replicas_per_job: int = MAX_REPLICAS_PER_JOB
 
     def lease_namespace(self) -> str:
         """--leader-election-namespace, else the operator's own namespace, else "default"."""
@@ -181,6 +184,18 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "to the job (a TrainJob's status.trainerStatus, a v1 job's trainop.dev/trainer-status "
         "annotation) at most once per SECONDS (default %(default)s); 0 turns it off",
     )
+    add(
+        "--max-replicas-per-job",
+        type=int,
+        default=MAX_REPLICAS_PER_JOB,
+        metavar="N",
+        help="refuse a job of more than N replicas in all (the admission webhook denies it "
+        "naming the replica count; without the webhook the job is marked Failed before "
+        "anything is planned). The operator plans and writes a job replica by replica, about "
+        "7 KiB of memory and two API writes each; the default %(default)s is more than a "
+        "cluster can run as one job (Kubernetes supports 5,000 nodes and 150,000 pods) and "
+        "keeps one job's plan under about 100 MiB; upstream has no such bound",
+    )
     add("--log-level", default=os.environ.get("TRAINOP_LOG_LEVEL", "INFO"))
     add_webhook_flags(parser)
 
@@ -251,6 +266,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise ValueError("need lease duration > renew deadline > retry period > 0")
     if not 0 <= args.progress_interval < float("inf"):  # also false for nan
         raise ValueError("--progress-interval must be 0 (off) or a number of seconds")
+    if not 1 <= args.max_replicas_per_job < 2**31:
+        raise ValueError("--max-replicas-per-job must be from 1 to 2147483647")
     if args.metrics_cert_path and not args.metrics_secure:
         raise ValueError(
             "--metrics-cert-path serves HTTPS: it cannot go with --metrics-secure=false"
@@ -282,4 +299,5 @@ def options_from_args(args: argparse.Namespace) -> Options:
         webhook=webhook_options_from_args(args),
         mpi_kubectl_delivery_image=args.mpi_kubectl_delivery_image,
         progress_interval=args.progress_interval,
+        max_replicas_per_job=args.max_replicas_per_job,
     )

@@ -60,10 +60,14 @@ class Origins:
 
     def problem(self, problem: Problem) -> Problem:
         own, in_runtime = self.where(problem.path)
-        message = _PLANNED.sub(lambda m: self._shown(m.group(0)), problem.message)
+        message = self.text(problem.message)
         if in_runtime:
             return Problem(RUNTIME_FIELD, f"{self.runtime} {own}: {message}")
         return Problem(own, message)
+
+    def text(self, message: str) -> str:
+        """`message` with every planned path in it named as written (a warning's, a problem's)."""
+        return _PLANNED.sub(lambda m: self._shown(m.group(0)), message)
 
     def _shown(self, path: str) -> str:
         own, in_runtime = self.where(path)
@@ -78,6 +82,13 @@ def _parent(path: str) -> str:
     """`a.b[2]` -> `a.b`, `a.b` -> `a`, `a` -> ``."""
     cut = max(path.rfind("."), path.rfind("["))
     return path[:cut] if cut > 0 else ""
+
+
+def own_text(job: object, message: str) -> str:
+    """A backend's `message` about `job` (a warning) with the paths a planned TrainJob's user
+    never wrote named by its own fields; any other job's message as it is."""
+    table = getattr(job, "origins", None)
+    return table.text(message) if isinstance(table, Origins) else message
 
 
 @contextlib.contextmanager

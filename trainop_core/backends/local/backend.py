@@ -41,7 +41,7 @@ from trainop_core.backends.local.state import (
     write_json_atomic,
 )
 from trainop_core.backends.local.status import failed_status, is_finished
-from trainop_core.backends.process.podspec import local_warnings, runnable_problems
+from trainop_core.backends.process.podspec import LOCAL_RUNS_ON, job_warnings, runnable_problems
 from trainop_core.decorators.config import DecoratorConfig, load_decorator_config
 from trainop_core.errors import (
     AlreadyExistsError,
@@ -96,7 +96,7 @@ class LocalBackend:
             queued = self._queue_record(job)
             where = Path(workdir or os.getcwd()).resolve()
             job_dir, created = self._materialise(job, kind, wire, where, queued)
-            for message in local_warnings(specs, kind.replica_field, kind.default_container):
+            for message in job_warnings(job, specs, kind, LOCAL_RUNS_ON):
                 job_dir.append_event("Warning", "LocalBackend", message)
                 log.warning("%s %s: %s", job.kind, job.key, message)
             self._leases.take(job_dir)  # until this process follows the job (or briefly)

@@ -14,9 +14,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainop_core.errors import Problem
+from trainop_core.runtimes.origins import own_text
+
+if TYPE_CHECKING:
+    from trainop_core.api.job import TrainingJob
+    from trainop_core.kinds.base import Kind
 
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
@@ -24,6 +29,7 @@ DEFAULT_GRACE_SECONDS = 5.0  # shorter than Kubernetes' 30 s: a local Ctrl-C sho
 # A client gives a supervisor 60 s to stop (backend.STOP_TIMEOUT_SECONDS): a longer grace (an int64
 # allows 292 billion years) would only end in a SIGKILL of the supervisor instead of the replicas.
 MAX_GRACE_SECONDS = 30.0
+LOCAL_RUNS_ON = "this machine, with this machine's files and Python"
 
 
 @dataclass(frozen=True)
@@ -205,11 +211,20 @@ def _command_problem(container: Mapping[str, Any], path: str, backend: str) -> l
     return [Problem(f"{path}.command", message)]
 
 
+def job_warnings(
+    job: TrainingJob, replica_specs: Mapping[str, Mapping[str, Any]], kind: Kind, runs_on: str
+) -> list[str]:
+    """`local_warnings` of `job` (its wire replica specs), a planned TrainJob's naming the
+    TrainJob's or its runtime's fields (`runtimes.origins`), never the planned paths."""
+    found = local_warnings(replica_specs, kind.replica_field, kind.default_container, runs_on)
+    return [own_text(job, message) for message in found]
+
+
 def local_warnings(
     replica_specs: Mapping[str, Mapping[str, Any]],
     field: str,
     default_name: str,
-    runs_on: str = "this machine, with this machine's files and Python",
+    runs_on: str = LOCAL_RUNS_ON,
 ) -> list[str]:
     """What a process backend ignores in this job, one message per kind of thing ignored;
     `runs_on` says where replicas run instead of in their images."""
@@ -220,11 +235,12 @@ def local_warnings(
         pod_spec = (replica.get("template") or {}).get("spec") or {}
         containers = pod_spec.get("containers") or []
         base = f"spec.{field}.{rtype}.template.spec"
-        for i, container in enumerate([*containers, *(pod_spec.get("initContainers") or [])]):
+        for where, container in _every_container(pod_spec, base):
             images.add(str(container.get("image", "")))
-            where = f"{base}.containers[{i}]" if i < len(containers) else f"{base}.initContainers"
             env = container.get("env") or []
-            skipped += [f"{where}.env.{e['name']}" for e in env if _unresolvable(e)]
+            skipped += [
+                f"{where}.env[{i}] ({e['name']})" for i, e in enumerate(env) if _unresolvable(e)
+            ]
             skipped += [f"{where}.envFrom"] if container.get("envFrom") else []
         if containers:
             main = default_container(containers, default_name)
@@ -234,6 +250,15 @@ def local_warnings(
                 if c is not main
             ]
     return _messages(sorted(i for i in images if i), skipped, extra, runs_on)
+
+
+def _every_container(pod_spec: Mapping[str, Any], base: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """(path, container) of the pod's containers, then its init containers."""
+    return [
+        (f"{base}.{field}[{i}]", container)
+        for field in ("containers", "initContainers")
+        for i, container in enumerate(pod_spec.get(field) or [])
+    ]
 
 
 def _unresolvable(entry: Mapping[str, Any]) -> bool:

@@ -40,7 +40,7 @@ from ray.exceptions import ActorAlreadyExistsError, GetTimeoutError, RayActorErr
 
 from trainop_core.api.job import GROUP, TrainingJob
 from trainop_core.backends.base import JobEvent, LogLine, stamp_new
-from trainop_core.backends.process.podspec import local_warnings, runnable_problems
+from trainop_core.backends.process.podspec import job_warnings, runnable_problems
 from trainop_core.backends.ray import record
 from trainop_core.backends.ray.auth import hint as auth_hint
 from trainop_core.backends.ray.auth import use_local_token
@@ -222,7 +222,7 @@ class RayBackend:
         problems += placement_problems
         if problems or placement is None:
             raise InvalidJobError(problems, job=f"{job.kind}/{job.name}")
-        for message in local_warnings(specs, kind.replica_field, kind.default_container, RUNS_ON):
+        for message in job_warnings(job, specs, kind, RUNS_ON):
             log.warning("%s %s: %s", job.kind, job.key, message)
         return placement
 

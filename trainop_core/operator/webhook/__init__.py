@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 
 from trainop_core.api.load import KindLookup
+from trainop_core.operator.jobsize import MAX_REPLICAS_PER_JOB
 from trainop_core.operator.kube import KubeClient
 from trainop_core.operator.metrics import Registry
 from trainop_core.operator.webhook.options import WebhookOptions
@@ -32,10 +33,11 @@ class Webhooks:
         metrics: Registry | None = None,
         trainjobs: bool = False,
         runtimes: Callable[[], RuntimeCatalog] | None = None,
+        max_replicas: int = MAX_REPLICAS_PER_JOB,
     ) -> None:
         self.options = options
         self.server = WebhookServer(
-            options.host, options.port, registry, metrics, trainjobs, runtimes
+            options.host, options.port, registry, metrics, trainjobs, runtimes, max_replicas
         )
         serve = self.server.use_certificate
         self.certificates: SelfManaged | External

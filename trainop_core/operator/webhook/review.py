@@ -37,6 +37,7 @@ from trainop_core.api.reader import check_tree
 from trainop_core.api.trainjob_validation import parse_v2
 from trainop_core.api.validation import prepare
 from trainop_core.errors import InvalidJobError, Problem
+from trainop_core.operator.jobsize import MAX_REPLICAS_PER_JOB, too_many_replicas, whose_limit
 from trainop_core.runtimes.catalog import RuntimeCatalog, RuntimeNotFoundError
 
 API_VERSION = "admission.k8s.io/v1"
@@ -100,8 +101,11 @@ def _shown(value: Any) -> str:
     return json.dumps(value)[:40] if isinstance(value, str) else _json_type(value)
 
 
-def validate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
-    """The validating webhook's response to `request`."""
+def validate(
+    request: Mapping[str, Any], registry: KindLookup, max_replicas: int = MAX_REPLICAS_PER_JOB
+) -> dict[str, Any]:
+    """The validating webhook's response to `request`; a job of more than `max_replicas`
+    replicas in all is refused (`operator.jobsize`)."""
     job = _object(request)
     if request.get("operation") not in CHECKED or _being_deleted(job):
         return _response(request, True)
@@ -109,6 +113,7 @@ def validate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]
     warnings: list[str] = []
     try:
         kind, model = prepare(job, registry=registry)
+        problems = too_many_replicas(model, kind, max_replicas)
         warnings = [str(w)[:MAX_WARNING] for w in admission_warnings(model, kind)]
     except InvalidJobError as err:
         problems = list(err.problems)
@@ -121,10 +126,14 @@ def validate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]
 
 
 def validate_v2(
-    request: Mapping[str, Any], registry: KindLookup, runtimes: RuntimeCatalog | None = None
+    request: Mapping[str, Any],
+    registry: KindLookup,
+    runtimes: RuntimeCatalog | None = None,
+    max_replicas: int = MAX_REPLICAS_PER_JOB,
 ) -> dict[str, Any]:
     """The validating webhook's response to a Trainer v2 `request`, a TrainJob checked with its
-    runtime too when `runtimes` holds it (`registry` is unused: the runtimes are not kinds)."""
+    runtime too when `runtimes` holds it (`registry` is unused: the runtimes are not kinds), and
+    refused above `max_replicas` replicas in all."""
     del registry
     obj = _object(request)
     if request.get("operation") not in CHECKED or _being_deleted(obj):
@@ -132,8 +141,9 @@ def validate_v2(
     problems: list[Problem] = []
     try:
         check_tree(obj)
-        if isinstance(parse_v2(obj), v2.TrainJob) and runtimes is not None:
-            _with_runtime(obj, runtimes)
+        parsed = parse_v2(obj)
+        if isinstance(parsed, v2.TrainJob):
+            problems = _trainjob_size(obj, parsed, runtimes, max_replicas)
     except InvalidJobError as err:
         problems = list(err.problems)
     expected = (request.get("kind") or {}).get("kind")
@@ -147,15 +157,26 @@ def validate_v2(
     return _response(request, True)
 
 
-def _with_runtime(trainjob: Mapping[str, Any], runtimes: RuntimeCatalog) -> None:
-    """InvalidJobError with the problems the TrainJob has with the runtime it names, if that
-    runtime is known yet (else the reconciler waits for it)."""
+def _trainjob_size(
+    obj: Mapping[str, Any], job: v2.TrainJob, runtimes: RuntimeCatalog | None, limit: int
+) -> list[Problem]:
+    """Raises InvalidJobError with the problems the TrainJob has with the runtime it names, if
+    that runtime is known yet (else the reconciler waits for it); returns the problem of a job
+    larger than `limit` replicas, from the planned job when the runtime is known, else from
+    `spec.trainer.numNodes` alone (a lower bound of its replicas)."""
     from trainop_core.runtimes.prepare import prepare_trainjob
 
-    try:
-        prepare_trainjob(Document(dict(trainjob), ""), runtimes)
-    except RuntimeNotFoundError:
-        return
+    if runtimes is not None:
+        try:
+            kind, planned = prepare_trainjob(Document(dict(obj), ""), runtimes)
+            return too_many_replicas(planned, kind, limit)
+        except RuntimeNotFoundError:
+            pass
+    nodes = job.spec.trainer.num_nodes if job.spec.trainer else None
+    if nodes is None or nodes <= limit:
+        return []
+    message = f"the job has at least {nodes} replicas; {whose_limit(limit)}"
+    return [Problem("spec.trainer.numNodes", message)]
 
 
 def mutate(request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 from trainop_core.api import trainjob as v2
 from trainop_core.api.load import KindLookup
 from trainop_core.kinds.base import Kind
+from trainop_core.operator.jobsize import MAX_REPLICAS_PER_JOB
 from trainop_core.operator.metrics import Registry
 from trainop_core.operator.webhook.review import mutate, request_of, validate, validate_v2
 from trainop_core.private_files import write_new
@@ -74,13 +75,15 @@ class WebhookServer:
         metrics: Registry | None = None,
         trainjobs: bool = False,
         runtimes: Callable[[], RuntimeCatalog] | None = None,
+        max_replicas: int = MAX_REPLICAS_PER_JOB,
     ) -> None:
         self.registry = registry
         self.runtimes = runtimes
+        self.max_replicas = max_replicas  # of one job (--max-replicas-per-job)
         self.routes: dict[str, tuple[str, Review]] = {}
         for kind in registry.kinds:
             validating, mutating = webhook_paths(kind)
-            self.routes[validating] = (f"validate-{kind.kind.lower()}", validate)
+            self.routes[validating] = (f"validate-{kind.kind.lower()}", self._validate)
             self.routes[mutating] = (f"mutate-{kind.kind.lower()}", mutate)
         for v2_kind, _ in V2_KINDS if trainjobs else ():
             route = (f"validate-{v2_kind.lower()}", self._validate_v2)
@@ -92,9 +95,14 @@ class WebhookServer:
         self._log_limit = PeerLogLimit()
         self._server = _TLSServer((host, port), _handler(self), self)
 
+    def _validate(self, request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
+        """A v1 job's review, with this operator's bound on one job's replicas."""
+        return validate(request, registry, self.max_replicas)
+
     def _validate_v2(self, request: Mapping[str, Any], registry: KindLookup) -> dict[str, Any]:
         """Trainer v2's review, with the runtimes the operator's caches hold (when it has any)."""
-        return validate_v2(request, registry, self.runtimes() if self.runtimes else None)
+        runtimes = self.runtimes() if self.runtimes else None
+        return validate_v2(request, registry, runtimes, self.max_replicas)
 
     @property
     def port(self) -> int:
