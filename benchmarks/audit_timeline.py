@@ -12,11 +12,18 @@ pod: accept, run, exit; the second is the pod's Running):
 - ``pods_to_running_write``: the last pod's Running patch to the operator's next status write
   (how long the operator waited to notice that every pod runs).
 
+With ``kueue_latency.py --audit`` each job's points in time are kept too (`job_timeline`, and
+when the benchmark's own watch saw the job admitted and Running); ``--results`` prints, per setup,
+p50/p95/max of each step between consecutive points, so the admission-to-Running the benchmark
+reports is split into the operator's, the API server's and the kubelet stand-in's parts.
+
     PYTHONPATH=. python benchmarks/audit_timeline.py AUDIT_LOG OPERATOR_USER
+    PYTHONPATH=. python benchmarks/audit_timeline.py --results RESULTS_JSON
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import sys
@@ -133,6 +140,51 @@ def job_phases(writes: JobWrites, operator: str) -> dict[str, float] | None:
     }
 
 
+def job_timeline(writes: JobWrites, operator: str) -> dict[str, float] | None:
+    """One job's points in time (the server's clocks, seconds since the epoch), None when its
+    timeline is incomplete: the unsuspend answered, the operator's first write received, the
+    first and last pod created, the last binding, the last pod patched Running, and the
+    operator's first status write after that (received, answered)."""
+    creates = [w for w in writes.pods if w.verb == "create" and w.user == operator]
+    unsuspends = [
+        w for w in writes.job
+        if w.verb != "create" and w.user != operator and not w.subresource
+        and creates and w.completed <= creates[0].received
+    ]  # fmt: skip
+    bindings = [w for w in writes.pods if w.subresource == "binding"]
+    if not creates or not unsuspends or not bindings:
+        return None
+    admitted = unsuspends[-1].completed
+    own = [w for w in [*writes.job, *creates] if w.user == operator and w.received >= admitted]
+    running = _pods_running(writes.pods, operator)
+    after = [
+        w for w in writes.job
+        if w.user == operator and w.subresource == "status" and w.received >= running
+    ]  # fmt: skip
+    if not after:
+        return None
+    return {
+        "unsuspended": admitted,
+        "first_write": min(w.received for w in own),
+        "first_pod": creates[0].completed,
+        "last_pod": creates[-1].completed,
+        "last_bound": max(w.completed for w in bindings),
+        "pods_running": running,
+        "running_write_sent": after[0].received,
+        "running_written": after[0].completed,
+    }
+
+
+def timelines(path: Path, jobs: set[str], operator: str) -> dict[str, dict[str, float]]:
+    """job name -> its `job_timeline`, for the jobs whose timeline is complete."""
+    out = {}
+    for name, writes in by_job(read_writes(path), jobs).items():
+        points = job_timeline(writes, operator)
+        if points is not None:
+            out[name] = points
+    return out
+
+
 def _pods_running(pods: list[Write], operator: str) -> float:
     """When the last of the job's pods was patched Running (its second status patch)."""
     patches: dict[str, list[float]] = defaultdict(list)
@@ -158,7 +210,48 @@ def summary(path: Path, jobs: set[str], operator: str) -> dict[str, Any]:
     return out
 
 
+POINTS = (
+    "watch_admitted",
+    "unsuspended",
+    "first_write",
+    "first_pod",
+    "last_pod",
+    "last_bound",
+    "pods_running",
+    "running_write_sent",
+    "running_written",
+    "watch_running",
+)
+
+
+def steps(results: list[dict[str, Any]]) -> str:
+    """A table of each step between consecutive `POINTS` (ms, p50 / p95 / max over the jobs),
+    one column per setup of a kueue_latency.py results file."""
+    pairs = [*itertools.pairwise(POINTS), (POINTS[0], POINTS[-1])]
+    columns, header = [], ["step (ms, p50 / p95 / max)"]
+    for result in results:
+        timelines = list((result.get("timelines") or {}).values())
+        header.append(f"{result['operator']} r{result['round']} ({len(timelines)} jobs)")
+        column = []
+        for before, after in pairs:
+            values = sorted(1000 * (t[after] - t[before]) for t in timelines)
+            if not values:
+                column.append("-")
+                continue
+            p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+            column.append(f"{statistics.median(values):.0f} / {p95:.0f} / {values[-1]:.0f}")
+        columns.append(column)
+    names = [f"{b} -> {a}" for b, a in pairs]
+    rows = [header, *([name, *(c[i] for c in columns)] for i, name in enumerate(names))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
+    if argv[0] == "--results":
+        print(steps(json.loads(Path(argv[1]).read_text())["results"]))
+        return 0
     path, operator = Path(argv[0]), argv[1]
     jobs = {w.name for w in read_writes(path) if w.resource in JOB_RESOURCES}
     print(json.dumps(summary(path, jobs, operator), indent=2))

@@ -64,6 +64,7 @@ class QueuedJobWatch(harness.JobWatch):
         self.admitted: dict[str, float] = {}
         self.running: dict[str, float] = {}
         self.peak_running = 0
+        self.epoch = time.time() - time.monotonic()  # monotonic + epoch: the audit log's clock
 
     def _see(self, job: Obj) -> None:
         now, name = time.monotonic(), job["metadata"]["name"]
@@ -143,9 +144,13 @@ def run_setup(operator: str, args: argparse.Namespace, round_: int, kueue: Path)
             try:
                 operators, user = ovu.start_operators(cp, setup, args, workdir)
                 result = measure(operator, args, cp, workload, round_)
-                jobs = set(result.pop("names"))
+                jobs, watched = set(result.pop("names")), result.pop("watched")
                 if args.audit:
-                    result["audit"] = audit_timeline.summary(workdir / "audit.log", jobs, user)
+                    log = workdir / "audit.log"
+                    result["audit"] = audit_timeline.summary(log, jobs, user)
+                    result["timelines"] = audit_timeline.timelines(log, jobs, user)
+                    for name, points in result["timelines"].items():
+                        points.update(watched.pop(name))
                 return result
             finally:
                 for process in [*operators, kubelet]:
@@ -182,6 +187,15 @@ def measure(
         "peak_jobs_running": watch.peak_running,
         "load_avg_1m": {"before": load_before, "after": os.getloadavg()[0]},
         "names": sorted(names),
+        "watched": {n: watch_times(watch, n) for n in names},
+    }
+
+
+def watch_times(watch: QueuedJobWatch, name: str) -> dict[str, float]:
+    """When the benchmark's watch saw `name` admitted and Running, on the audit log's clock."""
+    return {
+        "watch_admitted": watch.admitted[name] + watch.epoch,
+        "watch_running": watch.running[name] + watch.epoch,
     }
 
 
@@ -221,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         "--audit", action="store_true", help="log every request; add where each job's time went"
     )
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--trainop-flag", dest="trainop_flags", action="append", default=[],
+        help="an extra flag for trainop's operator, e.g. --trainop-flag=--log-level=DEBUG",
+    )  # fmt: skip
     raw_argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(raw_argv)
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kueue-latency-"))

@@ -119,6 +119,7 @@ class JobController:
     def _process(self, key: str) -> None:
         started = time.monotonic()
         result = "success"
+        log.debug("%s %s: reconcile", self.name, key)
         try:
             requeue_after = self.reconcile(key)
             self.queue.forget(key)
@@ -136,6 +137,7 @@ class JobController:
             if result == "error":
                 self.metrics.reconcile_errors.inc(controller=self.name)
             log.info("%s %s: %s: %s", self.name, key, type(exc).__name__, exc)
+        log.debug("%s %s: %s in %.3f s", self.name, key, result, time.monotonic() - started)
         self.metrics.reconcile_total.inc(controller=self.name, result=result)
         self.metrics.reconcile_time.observe(time.monotonic() - started, controller=self.name)
 

@@ -27,17 +27,20 @@ job's Running condition under Kueue). Its add cancels the batched one of the job
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from trainop_core.kinds.base import Kind
 from trainop_core.operator.effects import expectation_keys
 from trainop_core.operator.expectations import Expectations
+from trainop_core.operator.informer import object_key, resource_version
 from trainop_core.operator.kube import Obj
 from trainop_core.operator.observe import controller_ref, observe_pod, observe_service
 from trainop_core.operator.progress import progress_only
 from trainop_core.operator.workqueue import WorkQueue
 
+log = logging.getLogger(__name__)
 OWNER_GROUPS = ("kubeflow.org/", "trainer.kubeflow.org/")  # v1 jobs, TrainJobs
 CHILD_BATCH_SECONDS = 0.1  # what it adds to a job's latency at most, per step of its life
 ENDED = ("Succeeded", "Failed")  # a pod entering one of these phases is not batched
@@ -75,6 +78,7 @@ class JobHandler:
             return
         if progress_only(old, new):  # the progress collector's write: nothing to plan
             return
+        log.debug("%s: changed (resourceVersion %s)", object_key(new), resource_version(new))
         self.controller.enqueue(new)
 
     def on_delete(self, obj: Obj) -> None:
