@@ -51,6 +51,23 @@ def test_a_pod_that_stopped_or_never_ran_cannot_be_exec_d_into(tmp_path: Path) -
         assert "trainop exec:" in done.stderr
 
 
+def test_a_spec_planted_as_a_link_or_a_fifo_is_refused_without_following_or_blocking(
+    tmp_path: Path,
+) -> None:
+    agent, specs = agent_for(tmp_path)
+    specs.mkdir(mode=0o700)
+    secret = tmp_path / "elsewhere.json"
+    secret.write_text('{"env": {}, "cwd": "/", "markers": {}}')
+    (specs / "linked.json").symlink_to(secret)
+    os.mkfifo(specs / "fifo.json")
+    for pod in ("linked", "fifo"):
+        done = subprocess.run([str(agent), pod, "echo", "ran"], capture_output=True, text=True,
+                              timeout=30)  # fmt: skip
+        assert done.returncode == 1, done.stdout
+        assert f"exec spec of pod '{pod}' is damaged" in done.stderr
+        assert "ran" not in done.stdout
+
+
 def test_planned_configmaps_become_files_and_only_changes_count(tmp_path: Path) -> None:
     config = {"kind": "ConfigMap", "metadata": {"name": "pi-config"}, "data": {"hostfile": "a\n"}}
     role = {"kind": "Role", "metadata": {"name": "pi-launcher"}, "rules": []}

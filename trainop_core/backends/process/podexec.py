@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from trainop_core.backends.process.podspec import Step
-from trainop_core.private_files import replace
+from trainop_core.private_files import read_state_bytes, replace
 
 AGENT_NAME = "exec-agent"
+#: an exec spec is a container's env and working directory: far below this
+MAX_SPEC_BYTES = 4 * 1024 * 1024
 CLONE_NEWUTS = 0x04000000  # <sched.h>
 
 
@@ -78,9 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trainop exec: {pod!r} is not a pod name", file=sys.stderr)
         return 1
     try:
-        spec = json.loads((specs / f"{pod}.json").read_text())
+        spec = json.loads(read_state_bytes(specs / f"{pod}.json", MAX_SPEC_BYTES))
     except FileNotFoundError:
         print(f'trainop exec: pod "{pod}" does not exist or is not running', file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:  # a link, a FIFO, too large, not JSON: not trainop's
+        print(f"trainop exec: the exec spec of pod {pod!r} is damaged: {exc}", file=sys.stderr)
         return 1
     os.chdir(spec["cwd"])
     env = {**spec["env"], **spec["markers"]}
