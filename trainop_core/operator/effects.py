@@ -296,7 +296,9 @@ class Applier:
         at once (12.0-12.2 against 15.9-17.3 jobs/s): it lengthens each burst the kubelets'
         writes wait behind."""
         pods = self._create_pods(job, plan, out)
-        return pods, self._start_services(job, plan, out)()
+        create = self._creator(job, plan.create_services, SERVICES, out)
+        services = self._each(create, plan.create_services)
+        return pods, self._record_done(job, "Create", SERVICES, services)
 
     def _create_pods(self, job: Obj, plan: Plan, out: Outcome) -> list[str]:
         """Create the plan's pods, several at once on the pool; the names of those created."""
