@@ -19,6 +19,10 @@ reports is split into the operator's, the API server's and the kubelet stand-in'
 
     PYTHONPATH=. python benchmarks/audit_timeline.py AUDIT_LOG OPERATOR_USER
     PYTHONPATH=. python benchmarks/audit_timeline.py --results RESULTS_JSON
+    PYTHONPATH=. python benchmarks/audit_timeline.py --resume-writes AUDIT_LOG...
+
+``--resume-writes`` prints, per audit log, how long each resumed job's writes held the worker:
+from its first pod create to the answer of the last of its Services and its status write.
 """
 
 from __future__ import annotations
@@ -65,8 +69,9 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def read_writes(path: Path) -> list[Write]:
-    """Every completed write to a job or a pod, in the order the server answered them."""
+def read_writes(path: Path, resources: tuple[str, ...] = (*JOB_RESOURCES, "pods")) -> list[Write]:
+    """Every completed write to a job or a pod (or to `resources`), in the order the server
+    answered them."""
     writes = []
     with path.open("rb") as handle:
         for line in handle:
@@ -74,7 +79,7 @@ def read_writes(path: Path) -> list[Write]:
             ref = event.get("objectRef") or {}
             if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITES:
                 continue
-            if ref.get("resource") not in (*JOB_RESOURCES, "pods") or not ref.get("name"):
+            if ref.get("resource") not in resources or not ref.get("name"):
                 continue
             if (event.get("responseStatus") or {}).get("code", 200) >= 300:
                 continue
@@ -248,9 +253,48 @@ def steps(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def resume_writes(path: Path) -> list[float]:
+    """Per job, seconds from the operator's first pod create after Kueue's unsuspend (its
+    request) to the answer of the last write of that reconcile: its Services and its first status
+    write. How long the one worker is held by a resumed job's writes."""
+    writes = read_writes(path, (*JOB_RESOURCES, "pods", "services"))
+    creates = [
+        w for w in writes if w.resource == "pods" and w.verb == "create" and not w.subresource
+    ]
+    if not creates:
+        return []
+    operator = creates[0].user
+    spans = []
+    for name in {w.name for w in writes if w.resource in JOB_RESOURCES}:
+        own = [w for w in writes if w.name == name or w.name.startswith(f"{name}-")]
+        pods = [w for w in own if w in creates]
+        if not pods:
+            continue
+        start = pods[0].received
+        unsuspends = [
+            w for w in own
+            if w.resource in JOB_RESOURCES and w.user != operator and w.verb != "create"
+            and not w.subresource and w.completed <= start
+        ]  # fmt: skip
+        status = [w for w in own if w.subresource == "status" and w.user == operator
+                  and w.resource in JOB_RESOURCES and w.received >= start]  # fmt: skip
+        services = [w for w in own if w.resource == "services" and w.user == operator
+                    and unsuspends and w.received >= unsuspends[-1].completed]  # fmt: skip
+        if unsuspends and status and services:
+            spans.append(max(status[0].completed, *(w.completed for w in services)) - start)
+    return sorted(spans)
+
+
 def main(argv: list[str]) -> int:
     if argv[0] == "--results":
         print(steps(json.loads(Path(argv[1]).read_text())["results"]))
+        return 0
+    if argv[0] == "--resume-writes":
+        for log in argv[1:]:
+            spans = [1000 * s for s in resume_writes(Path(log))]
+            p95 = spans[min(len(spans) - 1, round(0.95 * (len(spans) - 1)))] if spans else 0.0
+            median = statistics.median(spans) if spans else 0.0
+            print(f"{log}: {len(spans)} jobs, p50 {median:.0f} ms, p95 {p95:.0f} ms")
         return 0
     path, operator = Path(argv[0]), argv[1]
     jobs = {w.name for w in read_writes(path) if w.resource in JOB_RESOURCES}

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
@@ -256,3 +258,91 @@ def test_children_made_by_a_first_plan_for_a_recreated_job_are_deleted_and_the_p
         applier.apply(cached, plan, None)
     assert pod_deletions(cluster) - deleted == 1
     assert live_pods_named(cluster, "again-first-master-0") == []
+
+
+def service(job: dict[str, Any], name: str) -> dict[str, Any]:
+    body = pod(job, name)
+    body["kind"] = "Service"
+    body["spec"] = {"clusterIP": "None", "selector": {"job": job["metadata"]["name"]}}
+    return body
+
+
+class StatusFirstClient(KubeClient):
+    """Holds every Service creation until a status write has been answered (bounded): a
+    reconcile that waited for its Services before writing the status would wait out the bound."""
+
+    BOUND = 60.0  # seconds: only reached when the order is wrong
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.status_answered = threading.Event()
+        self.services_saw_status: list[bool] = []
+
+    def create(self, res: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        if res.kind == "Service":
+            self.services_saw_status.append(self.status_answered.wait(self.BOUND))
+        return super().create(res, namespace, body)
+
+    def replace_status(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = super().replace_status(*args, **kwargs)
+        self.status_answered.set()
+        return answer
+
+
+@pytest.fixture
+def status_first(cluster: Cluster) -> Iterator[tuple[Applier, StatusFirstClient]]:
+    client = StatusFirstClient(cluster.proxy.api_client(cluster.control_plane.admin_token), qps=-1)
+    with ThreadPoolExecutor(4) as pool:
+        yield Applier(
+            KIND, job_resource(KIND), client, EventRecorder(client), Expectations(),
+            OperatorMetrics(), pool=pool,
+        ), client  # fmt: skip
+
+
+def test_a_resumed_job_sends_its_services_and_status_write_together_after_its_pods(
+    cluster: Cluster, status_first: tuple[Applier, StatusFirstClient]
+) -> None:
+    """Kueue admits two jobs together and one worker reconciles them in turn: the first one's
+    Services and status write go out at once, so the second waits two round trips, not three."""
+    applier, client = status_first
+    job = suspended(stored_job(cluster, "together"))
+    mark = len(cluster.proxy.stats.answered)
+    plan = Plan(
+        create_pods=[pod(job, f"together-worker-{i}") for i in range(2)],
+        create_services=[service(job, f"together-worker-{i}") for i in range(2)],
+        status=started(),
+    )
+    assert applier.apply(job, plan, None).errors == []
+    assert client.services_saw_status == [True, True]
+    answers = [(i.verb, i.resource) for _, i, _ in cluster.proxy.stats.answered[mark:]]
+    last_pod = max(i for i, a in enumerate(answers) if a == ("create", "pods"))
+    assert last_pod < answers.index(("update", "pytorchjobs/status"))
+    assert answers.count(("create", "services")) == 2
+    services = {
+        s.metadata.name for s in cluster.core.list_namespaced_service(cluster.namespace).items
+    }
+    assert services >= {"together-worker-0", "together-worker-1"}
+    key = f"PyTorchJob/{cluster.namespace}/together/services"
+    assert applier.expectations.satisfied(key) is False  # 2 to see: raised before they went out
+
+
+def test_services_sent_with_the_status_write_of_a_deleted_job_are_deleted_with_its_pods(
+    cluster: Cluster, status_first: tuple[Applier, StatusFirstClient]
+) -> None:
+    applier, _ = status_first
+    cached = suspended(stored_job(cluster, "gone-together"))
+    cluster.delete_job("PyTorchJob", "gone-together")
+    plan = Plan(
+        create_pods=[pod(cached, "gone-together-worker-0")],
+        create_services=[service(cached, "gone-together-worker-0")],
+        status=started(),
+    )
+    stats = cluster.proxy.stats.requests
+    before = stats[("delete", "services")], stats[("delete", "pods")]
+    assert applier.apply(cached, plan, None).errors == []
+    assert (stats[("delete", "services")], stats[("delete", "pods")]) == (
+        before[0] + 1,
+        before[1] + 1,
+    )
+    names = [s.metadata.name for s in cluster.core.list_namespaced_service(cluster.namespace).items]
+    assert "gone-together-worker-0" not in names
