@@ -21,14 +21,25 @@ WAIT = 30.0  # generous: the machine is shared; a healthy server answers in micr
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
     monkeypatch.setattr(dns, "TCP_TIMEOUT", 0.5)
     monkeypatch.setattr(dns, "MAX_TCP_CLIENTS", 2)
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
+    udp, tcp = port_pair()
     port = udp.getsockname()[1]
-    tcp = socket.create_server(("127.0.0.1", port))
     running = dns.DnsServer(udp, tcp, cluster(), ZONE)
     running.start()
     yield "127.0.0.1", port
     running.stop()
+
+
+def port_pair() -> tuple[socket.socket, socket.socket]:
+    """A UDP and a TCP socket on one loopback port, as DNS serves both: the UDP port the
+    kernel picks may be taken for TCP by another process, so another pick is tried."""
+    for _ in range(50):
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind(("127.0.0.1", 0))
+        try:
+            return udp, socket.create_server(("127.0.0.1", udp.getsockname()[1]))
+        except OSError:
+            udp.close()
+    raise AssertionError("no loopback port free for both UDP and TCP in 50 tries")
 
 
 def udp_client(address: tuple[str, int]) -> socket.socket:
