@@ -72,9 +72,18 @@ def leftovers(tag: str) -> dict[str, Any]:
     import ray
     from ray.util.placement_group import placement_group_table
 
+    from trainop_core.backends.ray.backend import NAME_PREFIX
+    from trainop_core.backends.ray.capacity import SLOT_PREFIX
+
     named = ray.util.list_named_actors(all_namespaces=True)
     actors = [a for a in named if a["namespace"] == "trainop"]
-    groups = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
+    # a supervisor's place on the head goes with it: counted as that actor, not on its own
+    slots = {SLOT_PREFIX + a["name"][len(NAME_PREFIX) :] for a in actors}
+    groups = [
+        g
+        for g in placement_group_table().values()
+        if g["state"] != "REMOVED" and g["name"] not in slots
+    ]
     total, free = ray.cluster_resources(), ray.available_resources()
     busy = {
         k: total[k] - free.get(k, 0)

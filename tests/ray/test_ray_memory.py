@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
 from builders import make_job
 from ray_helpers import leftovers, py, tagged, until
 
-from trainop_core.backends.ray.capacity import SUPERVISOR_MEMORY_BYTES, ClusterFull
+from trainop_core.backends.ray.backend import START_TIMEOUT_SECONDS
+from trainop_core.backends.ray.capacity import (
+    SUPERVISOR_MEMORY_BYTES,
+    ClusterFull,
+    release_head_slot,
+    reserve_head_slot,
+)
 from trainop_core.client import TrainingClient, is_succeeded
 
 HEAD = "node:__internal_head__"
@@ -79,6 +88,81 @@ def test_a_job_the_head_node_cannot_hold_is_refused_at_submit_naming_the_limit(
         ray.kill(hog)
     until(lambda: _head_free_memory() >= SUPERVISOR_MEMORY_BYTES, what="room again")
     assert is_succeeded(client.wait(client.create(job).name, timeout=120))
+
+
+def _room_for_one_more() -> Any:
+    """A placeholder actor holding all but 1.5 supervisors' worth of the head's memory resource
+    (as other jobs would): room for exactly one more supervisor."""
+    room = int(_head_free_memory() - 1.5 * SUPERVISOR_MEMORY_BYTES)
+    hog = _Placeholder.options(memory=room, resources={HEAD: 0.001}).remote()
+    ray.get(hog.ready.remote(), timeout=60)
+    return hog
+
+
+# The refusal must be the loser's own, seen at once, never the start timeout's (300 s): a
+# bound far below that timeout and far above how long a look at the head takes.
+PROMPTLY = START_TIMEOUT_SECONDS / 5
+
+
+def test_the_driver_that_loses_the_heads_last_place_is_refused_promptly() -> None:
+    """The race itself: both drivers passed the check for room; the winner's place is reserved
+    first, the loser's reservation then waits while the head is full and is refused with what
+    is wrong, holding nothing, instead of waiting out the start timeout."""
+    hog = _room_for_one_more()
+    try:
+        winner = reserve_head_slot("race/winner", START_TIMEOUT_SECONDS, 1)
+        started = time.monotonic()
+        with pytest.raises(ClusterFull) as refused:
+            reserve_head_slot("race/loser", START_TIMEOUT_SECONDS, 1)
+        assert time.monotonic() - started < PROMPTLY
+        message = str(refused.value)
+        assert "its last place was taken meanwhile by another job" in message
+        assert "Nothing was created" in message and "ray start --head --memory=BYTES" in message
+        assert winner is not None
+    finally:
+        release_head_slot("race/winner")
+        release_head_slot("race/loser")
+        ray.kill(hog)
+    assert not leftovers("no-tag"), "both places given back"
+    until(lambda: _head_free_memory() >= 2 * SUPERVISOR_MEMORY_BYTES, what="room again")
+
+
+def test_two_drivers_submitting_for_the_last_place_one_runs_the_other_is_refused_promptly(
+    client: TrainingClient, tag: str
+) -> None:
+    """Two submissions at once for the head's last place: exactly one is created; the other is
+    refused naming the head's limit, promptly, whether it lost at the check or at the place."""
+    hog = _room_for_one_more()
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+    took: dict[str, float] = {}
+
+    def submit(name: str) -> None:
+        job = tagged(make_job("TFJob", name).workers(1, command=py("print('ran')")), tag)
+        barrier.wait()
+        started = time.monotonic()
+        try:
+            outcomes[name] = client.create(job)
+        except ClusterFull as exc:
+            outcomes[name] = exc
+        took[name] = time.monotonic() - started
+
+    threads = [threading.Thread(target=submit, args=(n,)) for n in ("first", "second")]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        refused = [n for n, o in outcomes.items() if isinstance(o, ClusterFull)]
+        assert len(outcomes) == 2 and len(refused) == 1, outcomes
+        assert "the Ray head node has no room for another job" in str(outcomes[refused[0]])
+        assert took[refused[0]] < PROMPTLY, took
+        [created] = [n for n in outcomes if n not in refused]
+        assert is_succeeded(client.wait(created, timeout=120))
+        assert [j.name for j in client.list(None)] == [created]  # nothing of the loser
+    finally:
+        ray.kill(hog)
+    until(lambda: _head_free_memory() >= 2 * SUPERVISOR_MEMORY_BYTES, what="room again")
 
 
 def _stdout_of(pid: int) -> os.stat_result:

@@ -44,7 +44,12 @@ from trainop_core.backends.process.podspec import job_warnings, runnable_problem
 from trainop_core.backends.ray import record
 from trainop_core.backends.ray.auth import hint as auth_hint
 from trainop_core.backends.ray.auth import use_local_token
-from trainop_core.backends.ray.capacity import check_head_room, supervisor_options
+from trainop_core.backends.ray.capacity import (
+    check_head_room,
+    release_head_slot,
+    reserve_head_slot,
+    supervisor_options,
+)
 from trainop_core.backends.ray.files import UploadLimits, ship, store, unshipped_commands, walk
 from trainop_core.backends.ray.placement import Placement, extra_runtime_env, placement_for
 from trainop_core.backends.ray.supervisor import remote_class
@@ -143,6 +148,7 @@ class RayBackend:
         with contextlib.suppress(RayError):
             ray.get(handle.delete.remote(), timeout=STOP_TIMEOUT_SECONDS)
         ray.kill(handle, no_restart=True)
+        release_head_slot(f"{namespace}/{name}")
         record.remove(f"{namespace}/{name}")  # if its supervisor was not there to do it
         _until_gone(actor_name(name, namespace))
 
@@ -255,24 +261,27 @@ class RayBackend:
         runtime_env: dict[str, Any],
     ) -> Any:
         shared = str(workdir) if self.files == "shared" else None
+        # Its place on the head, reserved at once or refused at once (another driver's job may
+        # have taken the last one since check_head_room).
+        slot = reserve_head_slot(job.key, START_TIMEOUT_SECONDS, len(_named_supervisors()))
         try:
             handle = self._supervisor_class.options(
                 name=actor_name(job.name, job.namespace),
                 namespace=RAY_NAMESPACE,
                 lifetime="detached",
-                **supervisor_options(),  # on the head node, its memory reserved
-                scheduling_strategy="DEFAULT",  # never inside a caller's placement group
+                **supervisor_options(slot),  # in that place; never in a caller's group
                 runtime_env=runtime_env or None,
             ).remote(wire, placement, shared, self.decorators.to_dict())
         except ActorAlreadyExistsError:  # created meanwhile by another driver
+            release_head_slot(job.key)
             raise _already_exists(job, kind) from None
         try:
             ray.get(handle.ready.remote(), timeout=START_TIMEOUT_SECONDS)
         except (RayError, GetTimeoutError) as exc:
             ray.kill(handle, no_restart=True)  # nothing half-created
+            release_head_slot(job.key)
             record.remove(job.key)
             _until_gone(actor_name(job.name, job.namespace))
-            check_head_room(len(_named_supervisors()))  # taken meanwhile by another driver's job
             raise TrainopError(f"the supervisor of {job.key} could not start: {exc}") from exc
         return handle
 

@@ -33,6 +33,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 
 from trainop_core.backends.ray import record
 from trainop_core.backends.ray.addressing import RayAddressing, UnplacedAddressing
+from trainop_core.backends.ray.capacity import release_head_slot
 from trainop_core.backends.ray.gang import Gang, PlacementInterrupted, PlacementTimeout, Slot
 from trainop_core.backends.ray.journal import Journal
 from trainop_core.backends.ray.placement import Placement, unschedulable_message
@@ -480,7 +481,9 @@ class Supervisor:
         with self.lock:
             self.gone = True
             self.lock.notify_all()
-        if exit_actor:  # TTL: the job deletes itself; its name is then free again
+        if exit_actor:  # TTL: the job deletes itself; its name and its place are then free
+            with contextlib.suppress(Exception):
+                release_head_slot(self.key)  # its place on the head: this ends the actor too
             with contextlib.suppress(Exception):
                 ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
