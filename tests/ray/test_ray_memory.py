@@ -93,6 +93,9 @@ def test_a_job_the_head_node_cannot_hold_is_refused_at_submit_naming_the_limit(
 def _room_for_one_more() -> Any:
     """A placeholder actor holding all but 1.5 supervisors' worth of the head's memory resource
     (as other jobs would): room for exactly one more supervisor."""
+    # From a head with nothing reserved and Ray's view of it settled: earlier tests' places,
+    # given back a report period after their jobs went, would otherwise skew the figure.
+    until(lambda: _head_free_memory() == _head_total_memory(), what="nothing reserved on the head")
     room = int(_head_free_memory() - 1.5 * SUPERVISOR_MEMORY_BYTES)
     hog = _Placeholder.options(memory=room, resources={HEAD: 0.001}).remote()
     ray.get(hog.ready.remote(), timeout=60)

@@ -11,7 +11,7 @@ The place is reserved all at once, before the supervisor starts: a one-bundle pl
 the head (`reserve_head_slot`, detached, named after the job), the supervisor then runs in it,
 and the group goes with the job (`release_head_slot`). Two drivers submitting the last place at
 once both pass the check above; the group of the one that loses stays pending while the head
-has no room, which is seen within a second (a pending group holds nothing, so its wait is not
+has no room, which is seen within two seconds (a pending group holds nothing, so its wait is not
 a slow start): it is refused then, the same way, instead of waiting out the start timeout.
 """
 
@@ -28,6 +28,7 @@ SUPERVISOR_MEMORY_BYTES = 256 * 1024 * 1024  # measured: ~180 MiB RSS holding 8 
 HEAD_RESOURCE = "node:__internal_head__"
 SLOT_PREFIX = "trainop-supervisor:"  # + namespace/name: the placement group of a job's supervisor
 SLOT_CHECK_SECONDS = 1.0  # how often a pending reservation looks whether the head is full
+FULL_LOOKS = 2  # looks in a row that see it waiting on a full head before it is refused
 
 
 class ClusterFull(TrainopError):
@@ -80,9 +81,13 @@ class _Unreserved(Exception):
 
 def _until_reserved(group: Any, timeout: float) -> None:
     ready, deadline = group.ready(), time.monotonic() + timeout
+    seen_full = 0
     while not ray.wait([ready], timeout=SLOT_CHECK_SECONDS)[0]:
         free = _pending_without_room(group)
-        if free is not None:
+        # Ray's view of a node's free resources lags by a report period: a head seen full
+        # once may have just freed a place, so only two looks in a row refuse.
+        seen_full = seen_full + 1 if free is not None else 0
+        if free is not None and seen_full >= FULL_LOOKS:
             raise _Unreserved(free, "its last place was taken meanwhile by another job")
         if time.monotonic() > deadline:
             raise _Unreserved(0.0, f"no place came free within {timeout:g} s")
