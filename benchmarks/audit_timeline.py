@@ -111,45 +111,26 @@ def by_job(writes: list[Write], jobs: set[str]) -> dict[str, JobWrites]:
 
 
 def job_phases(writes: JobWrites, operator: str) -> dict[str, float] | None:
-    """The phases of one job (see the module docstring), None when its timeline is incomplete."""
-    creates = [w for w in writes.pods if w.verb == "create" and w.user == operator]
-    if not creates:
+    """The phases of one job (see the module docstring), None when its timeline is incomplete:
+    differences between the points of its `job_timeline`."""
+    points = job_timeline(writes, operator)
+    if points is None:
         return None
-    first_pod, last_pod = creates[0], creates[-1]
-    unsuspends = [
-        w
-        for w in writes.job
-        if w.verb != "create"
-        and w.user != operator
-        and not w.subresource
-        and w.completed <= first_pod.received
-    ]  # fmt: skip: Kueue's, the only other writer of a job's spec
-    if not unsuspends:
-        return None
-    admitted = unsuspends[-1].completed
-    own = [w for w in [*writes.job, *creates] if w.user == operator and w.received >= admitted]
-    first = min(own, key=lambda w: w.received)
-    running = _pods_running(writes.pods, operator)
-    after = [
-        w for w in writes.job
-        if w.user == operator and w.subresource == "status" and w.received >= running
-    ]  # fmt: skip
-    if not after:
-        return None
+    admitted = points["unsuspended"]
     return {
-        "to_first_write": first.received - admitted,
-        "status_before_pods": max(0.0, first_pod.received - first.received),
-        "to_first_pod": first_pod.completed - admitted,
-        "to_last_pod": last_pod.completed - admitted,
-        "pods_to_running_write": after[0].received - running,
+        "to_first_write": points["first_write"] - admitted,
+        "status_before_pods": max(0.0, points["first_pod_sent"] - points["first_write"]),
+        "to_first_pod": points["first_pod"] - admitted,
+        "to_last_pod": points["last_pod"] - admitted,
+        "pods_to_running_write": points["running_write_sent"] - points["pods_running"],
     }
 
 
 def job_timeline(writes: JobWrites, operator: str) -> dict[str, float] | None:
     """One job's points in time (the server's clocks, seconds since the epoch), None when its
     timeline is incomplete: the unsuspend answered, the operator's first write received, the
-    first and last pod created, the last binding, the last pod patched Running, and the
-    operator's first status write after that (received, answered)."""
+    first pod sent, the first and last pod created, the last binding, the last pod patched
+    Running, and the operator's first status write after that (received, answered)."""
     creates = [w for w in writes.pods if w.verb == "create" and w.user == operator]
     unsuspends = [
         w for w in writes.job
@@ -171,6 +152,7 @@ def job_timeline(writes: JobWrites, operator: str) -> dict[str, float] | None:
     return {
         "unsuspended": admitted,
         "first_write": min(w.received for w in own),
+        "first_pod_sent": creates[0].received,
         "first_pod": creates[0].completed,
         "last_pod": creates[-1].completed,
         "last_bound": max(w.completed for w in bindings),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from trainop_core.testing.builders import wait_for
@@ -11,6 +13,20 @@ from trainop_core.testing.nodes import ProcessNodes
 from trainop_core.testing.rest import RestError
 
 Obj = dict[str, Any]
+
+
+def _load_expectations() -> Any:
+    """tests/examples_support/expectations.py (what each example prints), by path: that
+    directory is not a package and other test directories load it the same way."""
+    path = Path(__file__).resolve().parents[1] / "examples_support" / "expectations.py"
+    spec = importlib.util.spec_from_file_location("expectations", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+expectations = _load_expectations()
 
 
 @dataclass

@@ -4,7 +4,6 @@ their accuracy line, read back from the nodes."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -14,17 +13,11 @@ from typing import Any
 import pytest
 import yaml
 from k8s import K8s, fast_operator_options
-from nodekit import NodeCluster
+from nodekit import NodeCluster, expectations
 
 from trainop_core.testing.builders import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "expectations", ROOT / "tests" / "examples_support" / "expectations.py"
-)
-assert _spec is not None and _spec.loader is not None
-expectations = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(expectations)
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
 PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "XGBoostJob": "xgboostjobs",
