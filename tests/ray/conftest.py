@@ -27,7 +27,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray_helpers import leftovers  # noqa: E402  (after the importorskip)
+from ray_helpers import assert_nothing_left  # noqa: E402  (after the importorskip)
 from raycluster import (  # noqa: E402
     MARKER,
     NetnsRayCluster,
@@ -212,14 +212,3 @@ def upload_client(ray_cluster: Any, tag: str) -> Iterator[TrainingClient]:
     for job in client.list(None):
         client.delete(job.name, job.namespace)
     assert_nothing_left(tag)
-
-
-def assert_nothing_left(tag: str, timeout: float = 30.0) -> None:
-    """No trainop actor, no live placement group, every resource free, no tagged process."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = leftovers(tag)
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert not left, f"left behind: {left}"

@@ -100,3 +100,14 @@ def leftovers(tag: str) -> dict[str, Any]:
         ),
     }
     return {k: v for k, v in found.items() if v}
+
+
+def assert_nothing_left(tag: str, timeout: float = 30.0) -> None:
+    """No trainop actor, no live placement group, every resource free, no tagged process."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = leftovers(tag)
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, f"left behind: {left}"

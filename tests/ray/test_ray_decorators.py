@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 from builders import make_job
-from conftest import assert_nothing_left
 from decorator_servers import POOL_ENV, config_of, policy_server, settings
-from ray_helpers import py, tagged
+from ray_helpers import assert_nothing_left, py, tagged
 
 from trainop_core.backends.ray import RayBackend
 from trainop_core.client import TrainingClient, job_state
