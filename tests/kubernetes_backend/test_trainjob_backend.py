@@ -98,7 +98,10 @@ def test_a_failing_node_fails_the_trainjob_with_trainers_reason(
     assert trainjob_state(finished) == "Failed" and job_state(finished) == "Failed"
     assert "node" in failure_message(finished).lower()
     conditions = stored(trainer, "tj")["status"]["conditions"]
-    assert [c["reason"] for c in conditions if c["type"] == "Failed"] == ["JobsFailed"]
+    # JobSet's, which Trainer copies: both nodes are the one child Job tj-node-0.
+    message = "jobset failed due to one or more job failures (first failed job: tj-node-0)"
+    failed = [(c["reason"], c["message"]) for c in conditions if c["type"] == "Failed"]
+    assert failed == [("FailedJobs", message)]
 
 
 def test_a_runtime_the_cluster_lacks_is_refused_naming_the_field_and_nothing_is_created(
@@ -186,14 +189,14 @@ def test_a_trainjob_trainer_runs_is_read_from_trainers_own_conditions(
     obj["status"] = {
         "conditions": [
             {"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
-             "message": "trainjob ran past its deadline",
+             "message": "TrainJob exceeded its active deadline",
              "lastTransitionTime": "2026-12-03T10:00:00Z"},
         ]
     }  # fmt: skip
     trainer.rest.replace(path, obj)
     finished = client.wait("tj", timeout=30)
     assert trainjob_state(finished) == "Failed"
-    assert failure_message(finished) == "trainjob ran past its deadline"
+    assert failure_message(finished) == "TrainJob exceeded its active deadline"
     assert (
         finished.status is not None and finished.status.conditions[0].reason == "DeadlineExceeded"
     )
