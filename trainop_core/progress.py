@@ -143,9 +143,10 @@ def duration(seconds: float) -> str:
 class ProgressTracker:
     """The newest progress a replica reported, from its output lines: the last line that said
     where it is (`progressPercentage` and `estimatedRemainingSeconds` together: a field that line
-    leaves out is unknown again) and the newest value of each metric. Memory is bounded: lines
-    wait in a queue of `max_pending` until `status()` reads them (older ones are dropped as a
-    flood), and at most `max_metrics` metric names are kept. Not thread-safe."""
+    leaves out is unknown again) and the newest value of each metric, the newest line's first.
+    Memory is bounded: lines wait in a queue of `max_pending` until `status()` reads them (older
+    ones are dropped as a flood), and the `max_metrics` most recently reported metric names are
+    kept. Not thread-safe."""
 
     def __init__(self, max_metrics: int = MAX_METRICS, max_pending: int = MAX_PENDING_LINES):
         self.max_metrics = max_metrics
@@ -204,12 +205,19 @@ class ProgressTracker:
         values = dict(record.values)
         if record.step is not None:
             values["step"] = record.step  # where the loop is: a bar shows it
-        for name, value in values.items():
-            if name in self._metrics or len(self._metrics) < self.max_metrics:
-                self._metrics[name] = _text(float(value))
-            else:
-                self._drop(Dropped(TOO_MANY_METRICS, f"{name}: {self.max_metrics} names kept"))
+        self._metrics = self._newest_first(values)
         self._updated = record.timestamp or seen or datetime.now(timezone.utc)
+
+    def _newest_first(self, values: Mapping[str, float]) -> dict[str, str]:
+        """This line's metrics in its order, then the names older lines reported (their newest
+        values), most recent first: Trainer's list is its newest report, and a line may report
+        only some names. The `max_metrics` most recent are kept; the rest are counted."""
+        fresh = {name: _text(float(value)) for name, value in values.items()}
+        older = [(n, v) for n, v in self._metrics.items() if n not in fresh]
+        merged = [*fresh.items(), *older]
+        for name, _ in merged[self.max_metrics :]:
+            self._drop(Dropped(TOO_MANY_METRICS, f"{name}: {self.max_metrics} names kept"))
+        return dict(merged[: self.max_metrics])
 
     def _drop(self, dropped: Dropped) -> None:
         self.dropped[dropped.reason] += 1

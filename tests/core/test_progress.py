@@ -52,7 +52,24 @@ def test_a_report_of_progress_replaces_both_fields_and_metrics_accumulate_by_nam
         "eval_accuracy=0.9",
         "progressPercentage=100",  # done: no time left to guess, none carried over
     )
-    assert status == TrainerStatus(100, None, (("loss", "0.2"), ("eval_accuracy", "0.9")), T0)
+    assert status == TrainerStatus(100, None, (("eval_accuracy", "0.9"), ("loss", "0.2")), T0)
+
+
+def test_metrics_read_as_trainers_newest_report_first_then_older_names() -> None:
+    """Each of Trainer's reports replaces its metrics list; a line may report only some names,
+    so the newest line's come first, in its order, each name once with its newest value."""
+    status = tracked("loss=0.9 acc=0.1 lr=0.01", "acc=0.5 loss=0.4", "eval_loss=0.6")
+    assert status is not None
+    assert status.metrics == (("eval_loss", "0.6"), ("acc", "0.5"), ("loss", "0.4"), ("lr", "0.01"))
+
+
+def test_over_the_bound_the_least_recently_reported_names_go() -> None:
+    tracker = ProgressTracker(max_metrics=3)
+    tracker.feed("a=1 b=1 c=1")
+    tracker.feed("d=2 a=2")
+    status = tracker.status()
+    assert status is not None and status.metrics == (("d", "2"), ("a", "2"), ("b", "1"))
+    assert tracker.dropped["too-many-metrics"] == 1
 
 
 def test_a_replica_that_reports_nothing_has_no_progress() -> None:

@@ -357,7 +357,11 @@ def finished_with(kind_of_end: str, message: str = "") -> Any:
     conditions = [JobCondition(type=ConditionType.RUNNING, status=ConditionStatus.TRUE, **when)]
     conditions.append(
         JobCondition(
-            type=ConditionType(kind_of_end), status=ConditionStatus.TRUE, message=message, **when
+            type=ConditionType(kind_of_end),
+            status=ConditionStatus.TRUE,
+            reason=f"TrainJob{kind_of_end}",  # the planner's `<Kind><Reason>`
+            message=message,
+            **when,
         )
     )
     job.status = JobStatus(conditions=conditions)
@@ -365,30 +369,84 @@ def finished_with(kind_of_end: str, message: str = "") -> Any:
 
 
 @pytest.mark.parametrize(
-    ("end", "message", "condition", "reason"),
+    ("end", "message", "condition", "reason", "trainer_message"),
     [
-        ("Succeeded", "", "Complete", "JobsCompleted"),
-        ("Failed", "1 Node replica(s) failed.", "Failed", "JobsFailed"),
+        ("Succeeded", "", "Complete", "AllJobsCompleted", "jobset completed successfully"),
+        (
+            "Failed",
+            "1 Node replica(s) failed.",
+            "Failed",
+            "FailedJobs",
+            "jobset failed due to one or more job failures (first failed job: tj-node-0)",
+        ),
         (
             "Failed",
             "Job tj has failed because it was active longer than specified deadline",
             "Failed",
             "DeadlineExceeded",
+            "TrainJob exceeded its active deadline",
         ),
-        ("Suspended", "", "Suspended", "Suspended"),
+        ("Suspended", "", "Suspended", "Suspended", "TrainJob is suspended"),
     ],
     ids=["success is Complete", "a failure is Failed", "the deadline", "suspended"],
 )
-def test_status_reads_as_trainers(end: str, message: str, condition: str, reason: str) -> None:
+def test_status_reads_as_trainers(
+    end: str, message: str, condition: str, reason: str, trainer_message: str
+) -> None:
+    """Reasons and messages are Trainer v2.3.0's (its own, and those it copies from JobSet)."""
     from trainop_core.runtimes.status import trainjob_state, trainjob_status
 
     job = finished_with(end, message)
     status = trainjob_status(job)
-    assert [(c.type, c.status, c.reason) for c in status.conditions] == [
-        (condition, "True", reason)
+    assert [(c.type, c.status, c.reason, c.message) for c in status.conditions] == [
+        (condition, "True", reason, trainer_message)
     ]
     assert trainjob_state(job) == condition
     assert status.jobs_status is not None and status.jobs_status[0].name == "node"
+
+
+def test_a_resumed_job_reads_as_trainers_resumed() -> None:
+    from trainop_core.api.types import ConditionStatus, ConditionType, JobCondition
+    from trainop_core.runtimes.status import trainjob_status
+
+    job = finished_with("Running")
+    assert job.status is not None
+    job.status.conditions.append(
+        JobCondition(
+            type=ConditionType.SUSPENDED,
+            status=ConditionStatus.FALSE,
+            reason="TrainJobResumed",
+            last_transition_time=datetime(2026, 1, 2, 3, 4, 6, tzinfo=timezone.utc),
+        )
+    )
+    status = trainjob_status(job)
+    assert [(c.type, c.status, c.reason, c.message) for c in status.conditions] == [
+        ("Suspended", "False", "Resumed", "TrainJob is resumed")
+    ]
+
+
+def test_a_failure_trainer_never_records_keeps_trainops_reason_and_message() -> None:
+    from trainop_core.runtimes.status import trainjob_status
+
+    job = finished_with("Failed", "refused by the decorator server; no pod was created")
+    assert job.status is not None
+    job.status.conditions[-1].reason = "TrainJobFailedDecoration"
+    (failed,) = trainjob_status(job).conditions
+    assert (failed.reason, failed.message) == (
+        "TrainJobFailedDecoration",
+        "refused by the decorator server; no pod was created",
+    )
+
+
+def test_a_failed_launcher_is_the_first_failed_job() -> None:
+    from trainop_core.api.types import ReplicaStatus
+    from trainop_core.runtimes.status import trainjob_status
+
+    job = finished_with("Failed", "launcher failed")
+    assert job.status is not None
+    job.status.replica_statuses = {"Launcher": ReplicaStatus(failed=1), "Node": ReplicaStatus()}
+    (failed,) = trainjob_status(job).conditions
+    assert failed.message.endswith("(first failed job: tj-launcher-0)")
 
 
 # --- the CLI -------------------------------------------------------------------------------------

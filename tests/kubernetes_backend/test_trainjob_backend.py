@@ -98,7 +98,10 @@ def test_a_failing_node_fails_the_trainjob_with_trainers_reason(
     assert trainjob_state(finished) == "Failed" and job_state(finished) == "Failed"
     assert "node" in failure_message(finished).lower()
     conditions = stored(trainer, "tj")["status"]["conditions"]
-    assert [c["reason"] for c in conditions if c["type"] == "Failed"] == ["JobsFailed"]
+    # JobSet's, which Trainer copies: both nodes are the one child Job tj-node-0.
+    message = "jobset failed due to one or more job failures (first failed job: tj-node-0)"
+    failed = [(c["reason"], c["message"]) for c in conditions if c["type"] == "Failed"]
+    assert failed == [("FailedJobs", message)]
 
 
 def test_a_runtime_the_cluster_lacks_is_refused_naming_the_field_and_nothing_is_created(
@@ -186,14 +189,14 @@ def test_a_trainjob_trainer_runs_is_read_from_trainers_own_conditions(
     obj["status"] = {
         "conditions": [
             {"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
-             "message": "trainjob ran past its deadline",
+             "message": "TrainJob exceeded its active deadline",
              "lastTransitionTime": "2026-12-03T10:00:00Z"},
         ]
     }  # fmt: skip
     trainer.rest.replace(path, obj)
     finished = client.wait("tj", timeout=30)
     assert trainjob_state(finished) == "Failed"
-    assert failure_message(finished) == "trainjob ran past its deadline"
+    assert failure_message(finished) == "TrainJob exceeded its active deadline"
     assert (
         finished.status is not None and finished.status.conditions[0].reason == "DeadlineExceeded"
     )
@@ -277,3 +280,49 @@ def test_trainop_get_prints_the_trainjob_as_stored_and_the_output_applies_again(
     again = stored(trainer, "tj")
     assert again["metadata"]["uid"] != printed["metadata"]["uid"]
     assert again["spec"] == printed["spec"]
+
+
+def test_trainop_get_shows_the_trainer_status_trainer_wrote_and_none_where_none_was_written(
+    trainer: K8s, client: TrainingClient, kubeconfig: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """No trainop operator: `status.trainerStatus` written through the status subresource, as
+    Trainer's status server applies it, is what `trainop get` shows (PROGRESS, ETA) and prints
+    (-o yaml, metrics in their stored order); a job with none shows none."""
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    client.create(trainjob("tj", trainer={"numNodes": 2}))
+    client.create(trainjob("quiet"))
+    path = f"{TRAINER}/namespaces/{trainer.namespace}/trainjobs/tj/status"
+    reported = {
+        "progressPercentage": 45,
+        "estimatedRemainingSeconds": 795649,
+        "metrics": [
+            {"name": "loss", "value": "0.2347"},
+            {"name": "eval_loss", "value": "0.2451"},
+            {"name": "accuracy", "value": "0.9876"},
+        ],
+        "lastUpdatedTime": "2026-12-03T10:30:45Z",
+    }
+    obj = trainer.rest.get(path)
+    trainer.rest.replace(path, dict(obj, status={"trainerStatus": reported}))
+    assert stored(trainer, "tj")["status"]["trainerStatus"] == reported
+
+    assert main(["get", "--backend", "kubernetes"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    at = {name: header.index(name) for name in ("NAME", "PROGRESS", "ETA", "AGE")}
+    rows = {
+        line[: at["PROGRESS"]].split()[0]: (
+            line[at["PROGRESS"] : at["ETA"]].strip(),
+            line[at["ETA"] : at["AGE"]].strip(),
+        )
+        for line in lines
+    }
+    assert rows == {"tj": ("45%", "9d"), "quiet": ("", "")}  # 795649 s: 9 days, kubectl's way
+
+    assert main(["get", "tj", "-o", "yaml", "--backend", "kubernetes"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    on_server = stored(trainer, "tj")
+    on_server["metadata"].pop("managedFields")
+    assert printed == on_server and printed["status"]["trainerStatus"] == reported
+    assert main(["get", "quiet", "-o", "yaml", "--backend", "kubernetes"]) == 0
+    assert "trainerStatus" not in (yaml.safe_load(capsys.readouterr().out).get("status") or {})

@@ -75,7 +75,10 @@ def test_an_mpi_trainjob_runs_its_command_in_the_launcher_and_completes_with_it(
 
     cluster.terminate("tj-launcher", exit_code=0)  # mpirun ended well
     complete = wait_for(lambda: condition(cluster, "tj", "Complete"), 60, "TrainJob Complete")
-    assert complete["reason"] == "JobsCompleted"
+    assert (complete["reason"], complete["message"]) == (
+        "AllJobsCompleted",
+        "jobset completed successfully",
+    )
     steps = {s["name"]: s for s in trainjob(cluster, "tj")["status"]["jobsStatus"]}
     assert sorted(steps) == ["launcher", "node"] and steps["launcher"]["succeeded"] == 1
 

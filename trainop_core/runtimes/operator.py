@@ -39,7 +39,7 @@ class TrainJobApplier(Applier):
     def _write_status(
         self, job: Obj, status: dict[str, Any], on_write: Callable[[Obj], None] | None
     ) -> Obj | None:
-        encoded = encode_status(status)
+        encoded = encode_status(status, job["metadata"]["name"])
         progress = (job.get("status") or {}).get("trainerStatus")
         if progress is not None:  # the progress collector's (operator/progress.py): kept
             encoded["trainerStatus"] = progress

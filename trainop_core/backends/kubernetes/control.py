@@ -51,7 +51,7 @@ def _mark_failed(jobs: JobStore, kind: Kind, namespace: str, name: str, reason: 
             return False
         patch = {
             "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-            "status": _failed(obj.get("status") or {}, kind, reason),
+            "status": _failed(obj.get("status") or {}, kind, name, reason),
         }
         try:
             jobs.patch_status(kind, namespace, name, patch)
@@ -62,14 +62,14 @@ def _mark_failed(jobs: JobStore, kind: Kind, namespace: str, name: str, reason: 
     raise ApiError(f"{kind.kind} {namespace}/{name}: status kept changing; not stopped", 409)
 
 
-def _failed(status: dict[str, Any], kind: Kind, message: str) -> dict[str, Any]:
+def _failed(status: dict[str, Any], kind: Kind, name: str, message: str) -> dict[str, Any]:
     """The status to merge; a TrainJob's is Trainer's, made from the planner's record failed
     (the record trainop's operator keeps in it and goes on from)."""
     if not is_trainjob(kind):
         return failed_status(status, kind, message)
     planner = dict(status.get("plannerStatus") or {})
     planner.update(failed_status(planner, kind, message))
-    return encode_status(planner)
+    return encode_status(planner, name)
 
 
 def failed_status(status: dict[str, Any], kind: Kind, message: str) -> dict[str, Any]:
