@@ -3,10 +3,11 @@
 Committed under operator/trainer/crds (tests/deploy/test_trainer_manifests.py keeps them equal)
 and printed by `trainop crds`. The models carry Trainer's markers (defaults, enums, bounds, list
 types, CEL rules); the Kubernetes-typed parts the models keep as plain data (env, resources, the
-runtime's pod and PVC templates, a patch's pod-spec subset) are typed here from the Kubernetes
-field table, with the markers Trainer's own types put around them. Embedded metadata is
-controller-gen's: labels, annotations, finalizers, name, namespace. Every fact is compared with
-Trainer v2.3's CRDs by tests/core/test_trainer_crd_facts.py.
+runtime's batch/v1 JobSpec and PVC templates, a patch's pod-spec subset) are typed here by
+runtimes/k8s_schema.py, with k8s.io/api's markers inside and Trainer's own around them.
+Embedded metadata is controller-gen's: labels, annotations, finalizers, name, namespace. Every
+fact, inside the Kubernetes types too, is compared with Trainer v2.3's CRDs by
+tests/core/test_trainer_crd_facts.py.
 """
 
 from __future__ import annotations
@@ -15,24 +16,12 @@ import copy
 from typing import Any
 
 from trainop_core.api import trainjob as v2
-from trainop_core.api.podtemplate import k8s_types
 from trainop_core.api.trainjob_validation import PATCH_CONTAINER_FIELDS, PATCH_POD_FIELDS
-from trainop_core.crds import kubernetes_schema, pod_template_schema, structural
+from trainop_core.crds import structural
+from trainop_core.runtimes.k8s_schema import EMBEDDED_METADATA, kube_schema
 
 _STATE = {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"}
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
-_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
-EMBEDDED_METADATA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "annotations": _STRINGS,
-        "finalizers": {"type": "array", "items": {"type": "string"}},
-        "labels": _STRINGS,
-        "name": {"type": "string"},
-        "namespace": {"type": "string"},
-    },
-}
-_PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 
 def trainer_crds() -> list[dict[str, Any]]:
@@ -105,22 +94,16 @@ def _replace(schema: dict[str, Any], path: str, part: dict[str, Any]) -> None:
     holder[key] = part | kept
 
 
-def _kube(type_name: str, **marks: Any) -> dict[str, Any]:
-    return kubernetes_schema(type_name) | marks
-
-
 def _env() -> dict[str, Any]:
-    return kubernetes_schema("V1EnvVar")
+    return kube_schema("core.v1.EnvVar")
 
 
 def _resources() -> dict[str, Any]:
-    return kubernetes_schema("V1ResourceRequirements")
+    return kube_schema("core.v1.ResourceRequirements")
 
 
 def _object_reference() -> dict[str, Any]:
-    reference = kubernetes_schema("V1LocalObjectReference")
-    reference["properties"]["name"]["default"] = ""  # Kubernetes' default (a list-map key)
-    return reference | {"x-kubernetes-map-type": "atomic"}
+    return kube_schema("core.v1.LocalObjectReference")
 
 
 def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -130,29 +113,14 @@ def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
     return node
 
 
-def _pod_template() -> dict[str, Any]:
-    template = pod_template_schema()
-    template["properties"]["metadata"] = copy.deepcopy(EMBEDDED_METADATA)
-    return template
-
-
 def _job_template() -> dict[str, Any]:
-    """batch/v1 JobTemplateSpec: its metadata, and a JobSpec whose pod template is typed (the
-    rest of the JobSpec is kept as written: trainop's table has no batch types)."""
-    spec = _PRESERVE | {"properties": {"template": _pod_template()}}
-    return _object({"metadata": copy.deepcopy(EMBEDDED_METADATA), "spec": spec})
+    """batch/v1 JobTemplateSpec, typed whole: the API server prunes and defaults a runtime's
+    JobSpec as Trainer's CRD has it."""
+    return kube_schema("batch.v1.JobTemplateSpec")
 
 
 def _claim_template() -> dict[str, Any]:
-    return _object(
-        {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": copy.deepcopy(EMBEDDED_METADATA),
-            "spec": kubernetes_schema("V1PersistentVolumeClaimSpec"),
-            "status": dict(_PRESERVE),
-        }
-    )
+    return kube_schema("core.v1.PersistentVolumeClaim")
 
 
 # --- a runtime patch: Trainer's TrainingRuntimeSpecPatch and the pod-spec subset it may set ------
@@ -179,16 +147,16 @@ _CONTAINER_MARKS: dict[str, dict[str, Any]] = {
 
 
 def _container_patch() -> dict[str, Any]:
-    fields = k8s_types()["V1Container"]
+    fields = kube_schema("core.v1.Container")["properties"]
     properties = {
-        field: _kube(fields[field], **_CONTAINER_MARKS.get(field, {}))
+        field: fields[field] | _CONTAINER_MARKS.get(field, {})
         for field in sorted(PATCH_CONTAINER_FIELDS)
     }
     return _object(properties, ("name",))
 
 
 def _pod_spec_patch() -> dict[str, Any]:
-    fields = k8s_types()["V1PodSpec"]
+    fields = kube_schema("core.v1.PodSpec")["properties"]
     properties = {}
     for field in sorted(PATCH_POD_FIELDS):
         if field in ("containers", "initContainers"):
@@ -196,9 +164,19 @@ def _pod_spec_patch() -> dict[str, Any]:
         elif field == "imagePullSecrets":
             base = {"type": "array", "items": _object_reference()}
         else:
-            base = kubernetes_schema(fields[field])
+            base = _own_field(fields[field])
         properties[field] = base | _POD_MARKS.get(field, {})
     return _object(properties)
+
+
+def _own_field(field: dict[str, Any]) -> dict[str, Any]:
+    """A PodSpec field as Trainer's PodSpecPatch re-declares it: the value's type, without the
+    markers k8s.io/api puts on PodSpec's own field (a list's or a map's type; _POD_MARKS holds
+    Trainer's)."""
+    dropped = {"x-kubernetes-list-type", "x-kubernetes-list-map-keys"}
+    if "additionalProperties" in field:
+        dropped.add("x-kubernetes-map-type")
+    return {k: v for k, v in field.items() if k not in dropped}
 
 
 def _runtime_patch() -> dict[str, Any]:
