@@ -7,49 +7,18 @@ deadline); nothing sleeps a fixed time.
 
 from __future__ import annotations
 
-import http.client
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
-from typing import Any
-
 import pytest
 import yaml
-from ui_support import REPO, Server, Watched, ui_env
+from ui_support import HOSTILE, REPO, Server, Watched, status, ticking_job, ui_env
 
 from trainop_core.client import TrainingClient
 from trainop_core.errors import NotFoundError
 from trainop_core.ui.security import Access
 
 expect = pytest.importorskip("playwright.sync_api").expect
-
-HOSTILE = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>")
-
-
-def ticking_job(
-    name: str, labels: dict[str, str] | None = None, lines: int = 600
-) -> dict[str, Any]:
-    """A PyTorchJob whose master prints `tick N loss=...` five times a second, then ends."""
-    code = textwrap.dedent(
-        f"""
-        import sys, time
-        for i in range(1, {lines} + 1):
-            print(f"tick {{i}} loss={{1 / i:.5f}} step={{i}}", flush=True)
-            print({HOSTILE[0]!r} + " " + {HOSTILE[1]!r}, flush=True)
-            time.sleep(0.2)
-        """
-    )
-    container = {"name": "pytorch", "image": "python", "command": ["python", "-c", code]}
-    template = {"spec": {"containers": [container]}}
-    replica = {"replicas": 1, "restartPolicy": "Never", "template": template}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
-        "spec": {"pytorchReplicaSpecs": {"Master": replica}},
-    }
-
 
 def tick_of(text: str) -> int:
     ticks = [int(part.split()[1]) for part in text.splitlines() if part.startswith("tick ")]
@@ -184,16 +153,6 @@ def test_hostile_labels_log_lines_and_names_show_as_text(
     assert page.page.locator("img").count() == 0
     assert page.page.locator("main script").count() == 0
     assert page.dialogs == []
-
-
-def status(server: Server, method: str, path: str, **headers: str) -> int:
-    """The status of one plain HTTP request (headers as given: Host, Origin, Cookie...)."""
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    try:
-        connection.request(method, path, headers={"Host": f"127.0.0.1:{server.port}", **headers})
-        return connection.getresponse().status
-    finally:
-        connection.close()
 
 
 def test_a_change_needs_the_page_origin_and_its_csrf_header(
