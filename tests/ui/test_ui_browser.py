@@ -10,15 +10,18 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
 import pytest
 import yaml
-from ui_support import HOSTILE, REPO, Server, Watched, status, ticking_job, ui_env
+from ui_support import HOSTILE, REPO, Server, Watched, script_job, status, ticking_job, ui_env
 
 from trainop_core.client import TrainingClient
 from trainop_core.errors import NotFoundError
 from trainop_core.ui.security import Access
+from trainop_core.ui.views import MAX_METRICS
 
 expect = pytest.importorskip("playwright.sync_api").expect
+
 
 def tick_of(text: str) -> int:
     ticks = [int(part.split()[1]) for part in text.splitlines() if part.startswith("tick ")]
@@ -176,3 +179,39 @@ def test_a_change_needs_the_page_origin_and_its_csrf_header(
     assert status(server, "POST", path, **cookie, **csrf, **origin) == 200
     with pytest.raises(NotFoundError):
         client.get(name)
+
+
+def test_a_job_created_after_the_page_loaded_appears_without_reload(
+    server: Server, client: TrainingClient, page: Watched, name: str
+) -> None:
+    page.page.goto(server.url)
+    expect(page.page.locator("#live")).to_have_text("live")
+    page.page.evaluate("window.loadedOnce = true")  # gone if the page were reloaded
+    row = page.page.locator(f'tr[data-job="default/{name}"]')
+    expect(row).to_have_count(0)
+    client.create(ticking_job(name, lines=50))
+    expect(row).to_have_count(1)
+    assert page.page.evaluate("window.loadedOnce") is True
+
+
+def test_a_replica_printing_thousands_of_metric_names_gets_a_bounded_number_of_charts(
+    server: Server, client: TrainingClient, page: Watched, name: str
+) -> None:
+    code = (
+        "import time\n"
+        "for step in range(3):\n"
+        "    for base in range(0, 3000, 500):\n"
+        "        names = ' '.join(f'm{i}={step}' for i in range(base, base + 500))\n"
+        "        print(f'{names} step={step}', flush=True)\n"
+        "print('done', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    client.create(script_job(name, code))
+    page.page.goto(server.url)
+    page.page.goto(f"{server.base}/#/job/default/{name}")
+    expect(page.page.locator("#log")).to_contain_text("done")
+    charts = page.page.locator("#charts .chart")
+    expect(charts).to_have_count(MAX_METRICS)
+    expect(page.page.locator('.chart[data-metric="m0"] canvas')).to_have_count(1)
+    expect(page.page.locator('.chart[data-metric="m24"]')).to_have_count(0)
+    client.delete(name)

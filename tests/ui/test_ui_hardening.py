@@ -70,9 +70,11 @@ def test_a_websocket_is_refused_at_its_handshake(app: Any) -> None:
 
     test_client, access = app
     for path in ("/", "/api/jobs/watch", "/static/app.js"):
-        with pytest.raises(WebSocketDisconnect) as refused:
-            with test_client.websocket_connect(path, headers=authorised(access)):
-                pass
+        with (
+            pytest.raises(WebSocketDisconnect) as refused,
+            test_client.websocket_connect(path, headers=authorised(access)),
+        ):
+            pass
         assert refused.value.code == 1008
 
 
@@ -149,7 +151,8 @@ def test_a_page_scoped_to_a_namespace_answers_404_for_another(
     headers = authorised(access)
     base = f"/api/jobs/default/{name}"
     assert mine.get(base, headers=authorised(access)).status_code == 200
-    assert all(row["namespace"] == "team-a" for row in scoped.get("/api/jobs", headers=headers).json())
+    rows = scoped.get("/api/jobs", headers=headers).json()
+    assert all(row["namespace"] == "team-a" for row in rows)
     for method, path in [
         ("GET", base),
         ("GET", f"{base}/watch"),

@@ -136,7 +136,8 @@ class _Api:
         """The job a route names; NotFoundError outside the namespace the page is scoped to."""
         name, namespace = request.path_params["name"], request.path_params["namespace"]
         if self.namespace is not None and namespace != self.namespace:
-            raise NotFoundError(f"job {namespace}/{name} not found (this page shows {self.namespace})")
+            shown = self.namespace
+            raise NotFoundError(f"job {namespace}/{name} not found (this page shows {shown})")
         return name, namespace
 
     async def job(self, request: Request) -> Response:
