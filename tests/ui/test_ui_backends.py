@@ -5,7 +5,6 @@ process (ui_support.in_process) over a client of that backend."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from builders import make_trainjob
