@@ -10,14 +10,19 @@ Measures, sampling the server's RSS every 0.1 s (psutil):
   2. tail: once the log is complete, a new log view's time to its first lines (it starts at the
      last 500 lines: what came before is never read);
   3. metrics: the metric curves' stream, which reads the whole log from its start;
-  4. time to first byte of the page (`/`) and of the job list (`/api/jobs`), `--requests` each.
-Goals: the server's peak stays within 64 MiB of its baseline whatever the log's size; the tail
-starts in well under a second; the page's first byte in a few milliseconds.
+  4. time to first byte of the page (`/`) and of the job list (`/api/jobs`), `--requests` each;
+  5. stalled: a second job writing `--gib` GiB; a client opens its log view, reads the first
+     event, then stops reading (its connection stays open) until the whole log is written:
+     peak RSS over the baseline (the pump's queue fills and its thread waits).
+Goals: the server's peak stays within 64 MiB of its baseline whatever the log's size, whether
+the client reads fast or not at all; the tail starts in well under a second; the page's first
+byte in a few milliseconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -162,7 +167,27 @@ def ttfb(ui: Ui, path: str, requests: int) -> dict[str, float]:
     }
 
 
-def job(lines: int) -> dict[str, Any]:
+def stalled(ui: Ui, client: Any, name: str) -> dict[str, float]:
+    """Open `name`'s log view, read its first event, then read nothing more until the job's
+    writer says "written"; the server's peak RSS meanwhile."""
+    baseline = psutil.Process(ui.process.pid).memory_info().rss
+    start = time.monotonic()
+    with RssSampler(ui.process.pid) as rss:
+        response = ui.get(f"/api/jobs/default/{name}/logs")
+        next(events(response))  # the first event; from here on this client reads nothing
+        while not any(line.text == "written" for line in client.logs(name, tail=1)):
+            time.sleep(0.5)
+        seconds = time.monotonic() - start
+        response.close()
+    return {
+        "seconds": round(seconds, 2),
+        "baseline_rss_mib": round(baseline / 2**20, 1),
+        "peak_rss_mib": round(rss.peak / 2**20, 1),
+        "growth_mib": round((rss.peak - baseline) / 2**20, 1),
+    }
+
+
+def job(lines: int, name: str = "big-log") -> dict[str, Any]:
     container = {"name": "pytorch", "image": "python"}
     container["command"] = ["python", "-c", WRITER, str(lines)]
     replica = {"replicas": 1, "restartPolicy": "Never"}
@@ -170,7 +195,7 @@ def job(lines: int) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {"name": "big-log", "namespace": "default"},
+        "metadata": {"name": name, "namespace": "default"},
         "spec": {"pytorchReplicaSpecs": {"Master": replica}},
     }
 
@@ -200,9 +225,14 @@ def main() -> None:
         results["tail_first_lines_s"] = first_lines(ui, f"{base}/logs?tail=500")
         results["metrics"] = follow(ui, f"{base}/metrics", lines, "points")
         results["ttfb_job_list_one_job"] = ttfb(ui, "/api/jobs", args.requests)
+        client.delete("big-log")
+        client.create(job(lines, "stalled-log"))
+        results["stalled"] = stalled(ui, client, "stalled-log")
     finally:
         ui.stop()
-        client.delete("big-log")
+        for name in ("big-log", "stalled-log"):
+            with contextlib.suppress(Exception):  # deleted above, or never created
+                client.delete(name)
         shutil.rmtree(home, ignore_errors=True)
     print(json.dumps(results, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)

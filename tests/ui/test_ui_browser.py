@@ -7,48 +7,20 @@ deadline); nothing sleeps a fixed time.
 
 from __future__ import annotations
 
-import http.client
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from ui_support import REPO, Server, Watched, ui_env
+from ui_support import HOSTILE, REPO, Server, Watched, script_job, status, ticking_job, ui_env
 
 from trainop_core.client import TrainingClient
 from trainop_core.errors import NotFoundError
 from trainop_core.ui.security import Access
+from trainop_core.ui.views import MAX_METRICS
 
 expect = pytest.importorskip("playwright.sync_api").expect
-
-HOSTILE = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>")
-
-
-def ticking_job(
-    name: str, labels: dict[str, str] | None = None, lines: int = 600
-) -> dict[str, Any]:
-    """A PyTorchJob whose master prints `tick N loss=...` five times a second, then ends."""
-    code = textwrap.dedent(
-        f"""
-        import sys, time
-        for i in range(1, {lines} + 1):
-            print(f"tick {{i}} loss={{1 / i:.5f}} step={{i}}", flush=True)
-            print({HOSTILE[0]!r} + " " + {HOSTILE[1]!r}, flush=True)
-            time.sleep(0.2)
-        """
-    )
-    container = {"name": "pytorch", "image": "python", "command": ["python", "-c", code]}
-    template = {"spec": {"containers": [container]}}
-    replica = {"replicas": 1, "restartPolicy": "Never", "template": template}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
-        "spec": {"pytorchReplicaSpecs": {"Master": replica}},
-    }
 
 
 def tick_of(text: str) -> int:
@@ -186,16 +158,6 @@ def test_hostile_labels_log_lines_and_names_show_as_text(
     assert page.dialogs == []
 
 
-def status(server: Server, method: str, path: str, **headers: str) -> int:
-    """The status of one plain HTTP request (headers as given: Host, Origin, Cookie...)."""
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    try:
-        connection.request(method, path, headers={"Host": f"127.0.0.1:{server.port}", **headers})
-        return connection.getresponse().status
-    finally:
-        connection.close()
-
-
 def test_a_change_needs_the_page_origin_and_its_csrf_header(
     server: Server, client: TrainingClient, name: str
 ) -> None:
@@ -217,3 +179,39 @@ def test_a_change_needs_the_page_origin_and_its_csrf_header(
     assert status(server, "POST", path, **cookie, **csrf, **origin) == 200
     with pytest.raises(NotFoundError):
         client.get(name)
+
+
+def test_a_job_created_after_the_page_loaded_appears_without_reload(
+    server: Server, client: TrainingClient, page: Watched, name: str
+) -> None:
+    page.page.goto(server.url)
+    expect(page.page.locator("#live")).to_have_text("live")
+    page.page.evaluate("window.loadedOnce = true")  # gone if the page were reloaded
+    row = page.page.locator(f'tr[data-job="default/{name}"]')
+    expect(row).to_have_count(0)
+    client.create(ticking_job(name, lines=50))
+    expect(row).to_have_count(1)
+    assert page.page.evaluate("window.loadedOnce") is True
+
+
+def test_a_replica_printing_thousands_of_metric_names_gets_a_bounded_number_of_charts(
+    server: Server, client: TrainingClient, page: Watched, name: str
+) -> None:
+    code = (
+        "import time\n"
+        "for step in range(3):\n"
+        "    for base in range(0, 3000, 500):\n"
+        "        names = ' '.join(f'm{i}={step}' for i in range(base, base + 500))\n"
+        "        print(f'{names} step={step}', flush=True)\n"
+        "print('done', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    client.create(script_job(name, code))
+    page.page.goto(server.url)
+    page.page.goto(f"{server.base}/#/job/default/{name}")
+    expect(page.page.locator("#log")).to_contain_text("done")
+    charts = page.page.locator("#charts .chart")
+    expect(charts).to_have_count(MAX_METRICS)
+    expect(page.page.locator('.chart[data-metric="m0"] canvas')).to_have_count(1)
+    expect(page.page.locator('.chart[data-metric="m24"]')).to_have_count(0)
+    client.delete(name)

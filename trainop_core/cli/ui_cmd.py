@@ -52,7 +52,10 @@ def register(subparsers: Any) -> None:
         "~/ray_results, Ray Tune's)",
     )
     add_backend_options(
-        parser, namespace_help="show only this namespace's jobs (default: every namespace)"
+        parser,
+        namespace_help="show only this namespace's jobs: a job of another namespace is 404 "
+        "there (default: every namespace; on Kubernetes every namespace the kubeconfig's "
+        "credentials may list jobs in, cluster-wide)",
     )
     parser.set_defaults(func=run)
 

@@ -12,12 +12,15 @@ Routes (all behind `security.Guard`):
   GET  /api/jobs/{ns}/{name}/metrics        its metric lines as points, followed
   POST /api/jobs/{ns}/{name}/delete         `trainop delete NAME`
   GET  /api/studies[/{name}]                tuning studies under the storage path
+With a namespace (`trainop ui -n NS`) a job of another namespace is 404 on every job route. A
+numeric query parameter is whole digits within its bounds, else 400 naming it.
 """
 
 from __future__ import annotations
 
 import html
 import importlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -39,6 +42,7 @@ from trainop_core.ui.security import Access, Guard
 POLL_SECONDS = 1.0
 DEFAULT_TAIL = 500  # log lines a replica's view starts with
 MAX_TAIL = 5000
+DIGITS = re.compile(r"[0-9]{1,9}")
 STUDIES_MISSING = "reading a tuning study needs Ray Tune: pip install 'trainop[ray]'"
 STATIC = resources.files("trainop_core.ui") / "static"
 
@@ -128,15 +132,23 @@ class _Api:
     async def watch_jobs(self, request: Request) -> Response:
         return _events(streams.watch(lambda: run_in_threadpool(self._rows), POLL_SECONDS))
 
+    def _ref(self, request: Request) -> tuple[str, str]:
+        """The job a route names; NotFoundError outside the namespace the page is scoped to."""
+        name, namespace = request.path_params["name"], request.path_params["namespace"]
+        if self.namespace is not None and namespace != self.namespace:
+            shown = self.namespace
+            raise NotFoundError(f"job {namespace}/{name} not found (this page shows {shown})")
+        return name, namespace
+
     async def job(self, request: Request) -> Response:
-        name, namespace = _ref(request)
+        name, namespace = self._ref(request)
         detail = await run_in_threadpool(self._detail, name, namespace)
         if detail is None:
             raise NotFoundError(f"job {namespace}/{name} not found")
         return JSONResponse(detail)
 
     async def watch_job(self, request: Request) -> Response:
-        name, namespace = _ref(request)
+        name, namespace = self._ref(request)
         await run_in_threadpool(self.client.get, name, namespace)  # 404 before streaming
         snapshot = lambda: run_in_threadpool(self._detail, name, namespace)  # noqa: E731
         return _events(streams.watch(snapshot, POLL_SECONDS))
@@ -144,17 +156,17 @@ class _Api:
     async def yaml(self, request: Request) -> Response:
         from trainop_core.api.load import dump_yaml
 
-        name, namespace = _ref(request)
+        name, namespace = self._ref(request)
         job = await run_in_threadpool(self.client.get, name, namespace)
         return PlainTextResponse(dump_yaml([job]).rstrip() + "\n")
 
     async def delete(self, request: Request) -> Response:
-        name, namespace = _ref(request)
+        name, namespace = self._ref(request)
         await run_in_threadpool(self.client.delete, name, namespace)
         return JSONResponse({"deleted": f"{namespace}/{name}"})
 
     async def logs(self, request: Request) -> Response:
-        name, namespace = _ref(request)
+        name, namespace = self._ref(request)
         replica = request.query_params.get("replica") or None
         tail = _tail(request.query_params.get("tail"))
         lines = await run_in_threadpool(
@@ -163,7 +175,7 @@ class _Api:
         return _events(_pumped((views.log_line(line) for line in lines), "lines"))
 
     async def metrics(self, request: Request) -> Response:
-        name, namespace = _ref(request)
+        name, namespace = self._ref(request)
         lines = await run_in_threadpool(lambda: self.client.logs(name, namespace, follow=True))
         return _events(_pumped(iter(views.metric_points(lines)), "points"))
 
@@ -191,16 +203,18 @@ def _studies() -> Any:
     return importlib.import_module("trainop_hpo.study")
 
 
-def _ref(request: Request) -> tuple[str, str]:
-    return request.path_params["name"], request.path_params["namespace"]
-
-
 def _tail(raw: str | None) -> int:
+    return bounded_int("tail", raw, DEFAULT_TAIL, MAX_TAIL)
+
+
+def bounded_int(name: str, raw: str | None, default: int, most: int) -> int:
+    """A numeric query parameter: absent or empty -> `default`; whole digits from 0 to `most`,
+    else ValueError naming it (answered 400)."""
     if raw is None or raw == "":
-        return DEFAULT_TAIL
-    if not raw.isdigit():
-        raise ValueError(f"tail: expected a number of lines, got {raw!r}")
-    return min(int(raw), MAX_TAIL)
+        return default
+    if DIGITS.fullmatch(raw) is None or int(raw) > most:
+        raise ValueError(f"{name}: expected a whole number from 0 to {most}, got {raw[:40]!r}")
+    return int(raw)
 
 
 async def _pumped(items: Iterator[Any], name: str) -> AsyncIterator[bytes]:

@@ -9,6 +9,10 @@ One ASGI middleware in front of every route, static files included:
   does not stay in the address bar or the history.
 - Changes (any method but GET and HEAD): an Origin header naming this server and the CSRF
   header (a value derived from the token, given to the page in a meta tag) or 403.
+- Only plain HTTP requests are served: a WebSocket (or any other protocol's) connection is
+  closed, and an HTTP request asking for an Upgrade gets 400.
+- The token's redirect goes to a path of this server only: the request's path, percent-encoded,
+  or `/` when it would not read as one (`//host`, a backslash: an open redirect otherwise).
 - Every answer: a Content-Security-Policy that allows only this server's own scripts, styles
   and connections (no inline script, no eval), and no framing, sniffing or referrer.
 """
@@ -22,7 +26,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -88,10 +92,10 @@ class Guard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await _refuse_protocol(scope, receive, send)
             return
         headers = _headers(scope)
-        refusal = self._refusal(scope, headers)
+        refusal = self._refusal(scope, headers) or _upgrade_refusal(headers)
         if refusal is not None:
             await _plain(send, *refusal)
             return
@@ -122,7 +126,7 @@ class Guard:
         self, scope: Scope, query: dict[str, str], send: Send
     ) -> None:
         rest = urlencode({k: v for k, v in query.items() if k != "token"})
-        location = scope.get("path", "/") + (f"?{rest}" if rest else "")
+        location = same_server_path(scope.get("path", "/")) + (f"?{rest}" if rest else "")
         cookie = f"{self.access.cookie}={self.access.token}; Path=/; HttpOnly; SameSite=Strict"
         await send(
             {
@@ -137,6 +141,29 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+def same_server_path(path: str) -> str:
+    """`path` as a redirect's Location that can only name a path of this server: "/" when it
+    does not start with one "/" (a "//host" or "/\\host" is another server to a browser)."""
+    encoded = quote(path, safe="/:@!$&'()*+,;=-._~")
+    if not encoded.startswith("/") or encoded.startswith("//"):
+        return "/"
+    return encoded
+
+
+def _upgrade_refusal(headers: dict[str, str]) -> tuple[int, str] | None:
+    if "upgrade" in headers or "upgrade" in headers.get("connection", "").lower():
+        return 400, "400: this server speaks plain HTTP only (no WebSocket, no Upgrade)\n"
+    return None
+
+
+async def _refuse_protocol(scope: Scope, receive: Receive, send: Send) -> None:
+    """A WebSocket is closed at its handshake (the server answers 403); any other kind of
+    connection is left unanswered."""
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.close", "code": 1008})
 
 
 def _headers(scope: Scope) -> dict[str, str]:

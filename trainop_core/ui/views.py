@@ -20,6 +20,7 @@ from trainop_core.report import parse_metrics
 
 MAX_LINE_CHARS = 4096  # a longer log line is shown cut, with a marker
 CUT_MARK = " [... cut by trainop ui]"
+MAX_METRICS = 24  # metric names per metric stream (and charts per job page): the first ones seen
 
 
 def job_progress(job: TrainingJob) -> str | None:
@@ -84,11 +85,20 @@ def log_line(line: LogLine) -> list[str]:
 def metric_points(lines: Iterable[LogLine]) -> Iterable[dict[str, Any]]:
     """The metric lines among `lines` (trainop_core.report's `name=value` format, as the trial
     runner and the KFP component read them) as points: replica, step (None if not printed),
-    values."""
+    values. Only the first MAX_METRICS metric names seen are kept (the set of names is all this
+    holds): a replica printing thousands of names makes no more; a point left empty is dropped."""
+    names: set[str] = set()
     for line in lines:
         record = parse_metrics(line.text)
-        if record is not None:
-            values = {k: v for k, v in record.values.items() if math.isfinite(v)}
+        if record is None:
+            continue
+        values = {}
+        for key, value in record.values.items():
+            if len(names) < MAX_METRICS and math.isfinite(value):
+                names.add(key)
+            if key in names and math.isfinite(value):
+                values[key] = value
+        if values:
             yield {"replica": line.replica, "step": record.step, "values": values}
 
 

@@ -7,6 +7,7 @@
 const CSRF = document.querySelector('meta[name="trainop-csrf"]').getAttribute("content");
 const MAX_LOG_LINES = 2000; // the log view never holds more lines than this
 const MAX_POINTS = 2000; // per curve: past this, every other point is dropped (the shape stays)
+const MAX_CHARTS = 24; // per job: a replica printing thousands of metric names draws the first 24
 const CHART_WIDTH = 560;
 const CHART_HEIGHT = 240;
 // Axis numbers that stay readable for small values (a loss of 0.0002 is not "0").
@@ -268,12 +269,16 @@ class Series {
 class MetricCurves {
   constructor(container) {
     this.container = container; this.metrics = new Map(); this.plots = new Map(); this.timer = null;
+    this.skipped = new Set(); // names past MAX_CHARTS, counted (at most MAX_CHARTS + 1 kept)
     container.append(el("p", { class: "muted", id: "no-metrics", text: "No metric lines yet (name=value, e.g. loss=0.12 step=3)." }));
   }
   add(batch) {
     for (const point of batch) {
       for (const [metric, value] of Object.entries(point.values)) {
-        if (!this.metrics.has(metric)) this.metrics.set(metric, new Map());
+        if (!this.metrics.has(metric)) {
+          if (this.metrics.size >= MAX_CHARTS) { if (this.skipped.size <= MAX_CHARTS) this.skipped.add(metric); continue; }
+          this.metrics.set(metric, new Map());
+        }
         const byReplica = this.metrics.get(metric);
         if (!byReplica.has(point.replica)) byReplica.set(point.replica, new Series());
         const series = byReplica.get(point.replica);
@@ -287,6 +292,9 @@ class MetricCurves {
     if (typeof uPlot === "undefined") return;
     const none = document.getElementById("no-metrics");
     if (none && this.metrics.size) none.remove();
+    if (this.skipped.size && !document.getElementById("charts-capped")) {
+      this.container.prepend(el("p", { class: "muted", id: "charts-capped", text: "Only the first " + MAX_CHARTS + " metrics are drawn; this job prints more." }));
+    }
     for (const [metric, byReplica] of this.metrics) {
       const replicas = [...byReplica.keys()].sort();
       const xs = [...new Set(replicas.flatMap((r) => byReplica.get(r).xs))].sort((a, b) => a - b);
