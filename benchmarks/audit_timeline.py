@@ -273,15 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
         description=(__doc__ or "").split("\n\n")[0],
         epilog="Give AUDIT_LOG and OPERATOR_USER, or --results, or --resume-writes.",
     )
-    parser.add_argument("audit_log", nargs="?", type=Path, metavar="AUDIT_LOG",
-                        help="kube-apiserver's audit log: print each step's p50/p95/max as JSON")
-    parser.add_argument("operator", nargs="?", metavar="OPERATOR_USER",
-                        help="the user the operator's requests are made as")  # fmt: skip
+    add = parser.add_argument
+    add("audit_log", nargs="?", type=Path, metavar="AUDIT_LOG",
+        help="kube-apiserver's audit log: print each step's p50/p95/max as JSON")  # fmt: skip
+    add("operator", nargs="?", metavar="OPERATOR_USER",
+        help="the user the operator's requests are made as")  # fmt: skip
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--results", type=Path, metavar="RESULTS_JSON",
-                      help="a kueue_latency.py --audit --json file: the steps per setup")
-    mode.add_argument("--resume-writes", nargs="+", type=Path, metavar="AUDIT_LOG",
-                      help="per audit log, how long each resumed job's writes held the worker")  # fmt: skip
+    per_setup = "a kueue_latency.py --audit --json file: the steps per setup"
+    mode.add_argument("--results", type=Path, metavar="RESULTS_JSON", help=per_setup)
+    writes = "per audit log, how long each resumed job's writes held the worker"
+    mode.add_argument("--resume-writes", nargs="+", type=Path, metavar="AUDIT_LOG", help=writes)
     return parser
 
 

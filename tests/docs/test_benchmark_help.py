@@ -18,7 +18,7 @@ RUNNABLE = sorted(
 )
 UNDESCRIBED = {
     "decorator_calls.py", "hpo_overhead.py", "http_layers.py", "kubelet_process.py",
-    "kubelet_server.py", "kueue_latency.py", "logs_memory.py", "operator_memory.py",
+    "kubelet_server.py", "logs_memory.py", "operator_memory.py",
     "operator_vs_upstream.py", "planner.py", "pod_network.py", "progress_cost.py", "ray_memory.py",
     "report.py", "traced_operator.py", "try_cluster.py", "ui.py",
 }  # fmt: skip
@@ -41,7 +41,9 @@ def undescribed(help_text: str) -> list[str]:
 
 
 def test_the_check_finds_an_option_without_help() -> None:
-    described = "options:\n  -h, --help  show this\n  --rounds ROUNDS\n  --jobs JOBS\n      how many\n"
+    described = (
+        "options:\n  -h, --help  show this\n  --rounds ROUNDS\n  --jobs JOBS\n      how many"
+    )
     assert undescribed(described) == ["--rounds ROUNDS"]
 
 
