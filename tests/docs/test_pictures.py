@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,24 @@ def test_committed_kueue_results_without_date_and_machine_are_not_plotted() -> N
     undated = json.loads((ROOT / "benchmarks/results/issue36_kueue_fix.json").read_text())
     assert PLOT.kueue_rounds(undated)  # both operators' rounds are there...
     assert not PLOT.plottable(undated)  # ...but not when and where they ran
+
+
+def test_the_benchmarks_page_names_every_results_file() -> None:
+    page = (DOCS / "benchmarks.md").read_text()
+    files = sorted(path.name for path in (ROOT / "benchmarks" / "results").glob("*"))
+    assert (
+        files and [name for name in files if not re.search(rf"\b{re.escape(name)}\b", page)] == []
+    )
+
+
+def test_every_plot_is_shown_in_the_docs() -> None:
+    shown = {
+        match
+        for page in DOCS.glob("*.md")
+        for match in re.findall(
+            r"!\[[^\]]*\]\(images/benchmarks/([\w.-]+)\.svg\)", page.read_text()
+        )
+    }
+    drawn = {path.stem for path in PLOT.default_inputs()}
+    assert {"issue36_all_running_4workers", "issue24_latency"} <= drawn
+    assert drawn - shown == set()
