@@ -27,6 +27,7 @@ from its first pod create to the answer of the last of its Services and its stat
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import statistics
@@ -267,22 +268,43 @@ def resume_writes(path: Path) -> list[float]:
     return sorted(spans)
 
 
-def main(argv: list[str]) -> int:
-    if argv[0] == "--results":
-        print(steps(json.loads(Path(argv[1]).read_text())["results"]))
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog="Give AUDIT_LOG and OPERATOR_USER, or --results, or --resume-writes.",
+    )
+    add = parser.add_argument
+    add("audit_log", nargs="?", type=Path, metavar="AUDIT_LOG",
+        help="kube-apiserver's audit log: print each step's p50/p95/max as JSON")  # fmt: skip
+    add("operator", nargs="?", metavar="OPERATOR_USER",
+        help="the user the operator's requests are made as")  # fmt: skip
+    mode = parser.add_mutually_exclusive_group()
+    per_setup = "a kueue_latency.py --audit --json file: the steps per setup"
+    mode.add_argument("--results", type=Path, metavar="RESULTS_JSON", help=per_setup)
+    writes = "per audit log, how long each resumed job's writes held the worker"
+    mode.add_argument("--resume-writes", nargs="+", type=Path, metavar="AUDIT_LOG", help=writes)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.results:
+        print(steps(json.loads(args.results.read_text())["results"]))
         return 0
-    if argv[0] == "--resume-writes":
-        for log in argv[1:]:
-            spans = [1000 * s for s in resume_writes(Path(log))]
+    if args.resume_writes:
+        for log in args.resume_writes:
+            spans = [1000 * s for s in resume_writes(log)]
             p95 = spans[min(len(spans) - 1, round(0.95 * (len(spans) - 1)))] if spans else 0.0
             median = statistics.median(spans) if spans else 0.0
             print(f"{log}: {len(spans)} jobs, p50 {median:.0f} ms, p95 {p95:.0f} ms")
         return 0
-    path, operator = Path(argv[0]), argv[1]
-    jobs = {w.name for w in read_writes(path) if w.resource in JOB_RESOURCES}
-    print(json.dumps(summary(path, jobs, operator), indent=2))
+    if args.audit_log is None or args.operator is None:
+        parser.error("give AUDIT_LOG and OPERATOR_USER, or --results, or --resume-writes")
+    jobs = {w.name for w in read_writes(args.audit_log) if w.resource in JOB_RESOURCES}
+    print(json.dumps(summary(args.audit_log, jobs, args.operator), indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -134,7 +134,7 @@ class Bench:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=20, help="jobs, kinds taking turns")
     parser.add_argument("--steady", type=float, default=15.0, help="seconds left alone")
     args = parser.parse_args(argv)
     registry = build_registry()

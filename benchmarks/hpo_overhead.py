@@ -127,11 +127,11 @@ def check(grid: Any, trials: int, label: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--sleep", type=float, default=0.2)
+    parser.add_argument("--trials", type=int, default=8, help="trials: learning rates in the grid")
+    parser.add_argument("--steps", type=int, default=10, help="loss lines each trial prints")
+    parser.add_argument("--sleep", type=float, default=0.2, help="seconds per step")
     parser.add_argument("--cpus", type=float, default=0.5, help="Ray CPUs per trial")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds; the two searches alternate")
     args = parser.parse_args()
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # verbose=0 means silent
     logging.getLogger("ray.tune").setLevel(logging.WARNING)

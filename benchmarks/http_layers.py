@@ -122,9 +122,9 @@ def clients(cp: ControlPlane) -> dict[str, Callable[[str], Callable[[], object]]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=1000, help="GETs timed per layer")
+    parser.add_argument("--runs", type=int, default=5, help="fresh interpreters per import")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the CPU per request")
     args = parser.parse_args()
     print("import (fresh interpreter, median of runs):")
     for name, code in IMPORTS.items():

@@ -20,10 +20,10 @@ from trainop_core.testing.kubelet import Kubelet, Rule
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--namespace", default="")
-    parser.add_argument("--run-seconds", type=float, default=1.0)
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--kubeconfig", required=True, help="the API server's kubeconfig")
+    parser.add_argument("--namespace", default="", help="only pods of this namespace (all)")
+    parser.add_argument("--run-seconds", type=float, default=1.0, help="each pod's run (1 s)")
+    parser.add_argument("--workers", type=int, default=4, help="writer threads (4)")
     parser.add_argument("--log", default="", help="what every container prints when it starts")
     args = parser.parse_args(argv)
     stop = threading.Event()

@@ -90,9 +90,9 @@ def report(name: str, seconds: list[float]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--log-mb", type=int, default=50)
-    parser.add_argument("--stdin-mb", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=15, help="exec and get round trips")
+    parser.add_argument("--log-mb", type=int, default=50, help="MB of log kubectl logs reads")
+    parser.add_argument("--stdin-mb", type=int, default=20, help="MB sent through exec -i")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         pki = KubeletPki.create(Path(tmp, "pki"))

@@ -40,7 +40,7 @@ import upstream_operator as upstream
 
 from trainop_core.crds import all_crds
 from trainop_core.kinds.table import build_registry
-from trainop_core.testing.binaries import kubernetes_binaries
+from trainop_core.testing.binaries import KUBERNETES_VERSION, kubernetes_binaries
 from trainop_core.testing.controlplane import ControlPlane
 from trainop_core.testing.kueue import (
     API,
@@ -227,14 +227,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=20, help="jobs per setup (default 20)")
     parser.add_argument("--quota", type=int, default=2, help="CPUs in the ClusterQueue (2)")
     parser.add_argument("--run-seconds", type=float, default=1.0, help="each pod's run (1 s)")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--operators", default="trainop,upstream")
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds; the order flips each (1)")
+    parser.add_argument(
+        "--operators", default="trainop,upstream", help="comma-separated setups (trainop,upstream)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds a setup's jobs may take (600)"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
         "--audit", action="store_true", help="log every request; add where each job's time went"
     )
-    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="logs and audit logs (default: a new temp dir)"
+    )
     parser.add_argument(
         "--trainop-flag", dest="trainop_flags", action="append", default=[],
         help="an extra flag for trainop's operator, e.g. --trainop-flag=--log-level=DEBUG",
@@ -256,10 +262,26 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(results[-1]["audit"]), file=sys.stderr, flush=True)
     print(table(results))
     if args.json:
-        command = " ".join(["PYTHONPATH=. python benchmarks/kueue_latency.py", *raw_argv])
-        out = {"command": command, "kueue": KUEUE_VERSION, "results": results}
-        args.json.write_text(json.dumps(out, indent=2))
+        args.json.write_text(json.dumps(document(args, raw_argv, results), indent=2))
     return 0
+
+
+def document(args: argparse.Namespace, raw_argv: list[str], results: list[Obj]) -> Obj:
+    """What `--json` writes: the command, when and where it ran (as operator_vs_upstream.py
+    records them; benchmarks/plot.py draws only dated results), the versions and the results."""
+    return {
+        "command": " ".join(["PYTHONPATH=. python benchmarks/kueue_latency.py", *raw_argv]),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": ovu.machine(),
+        "versions": {
+            "trainop": ovu.trainop_revision(),
+            "upstream": upstream.LATEST,
+            "kubernetes": KUBERNETES_VERSION,
+        },
+        "kueue": KUEUE_VERSION,
+        "workload": {key: getattr(args, key) for key in ("jobs", "quota", "run_seconds", "rounds")},
+        "results": results,
+    }
 
 
 if __name__ == "__main__":

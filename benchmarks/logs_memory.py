@@ -73,7 +73,7 @@ def peak_mib(env: dict[str, str], *args: str) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=int, default=50)
+    parser.add_argument("--mb", type=int, default=50, help="MiB the replica writes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="trainop-logs-bench-") as tmp:
         env = dict(os.environ, TRAINOP_HOME=str(Path(tmp) / "home"))

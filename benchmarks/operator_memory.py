@@ -108,15 +108,15 @@ def growth(workdir: Path, first: int, last: int, top: int) -> list[Obj]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=5, help="batches, a snapshot after each")
     parser.add_argument("--jobs", type=int, default=100, help="jobs per batch")
     parser.add_argument("--replicas", type=int, default=2, help="pods per job")
     parser.add_argument("--rate", type=float, default=10.0, help="jobs created a second")
-    parser.add_argument("--run-seconds", type=float, default=1.0)
-    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--run-seconds", type=float, default=1.0, help="each pod's run (1 s)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds a batch may take")
     parser.add_argument("--top", type=int, default=15, help="lines of growth to print")
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--workdir", type=Path, help="logs, snapshots (default: a temp dir)")
     raw_argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(raw_argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="operator-memory-"))

@@ -448,8 +448,20 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add = workload_flags(parser, rounds=3, timeout=1800.0)
-    add("--limits", nargs="*", choices=sorted(LIMITS), default=["default", "raised"])
-    add("--operators", nargs="+", choices=["trainop", "upstream"], default=["trainop", "upstream"])
+    add(
+        "--limits",
+        nargs="*",
+        choices=sorted(LIMITS),
+        default=["default", "raised"],
+        help="client limits",
+    )
+    add(
+        "--operators",
+        nargs="+",
+        choices=["trainop", "upstream"],
+        default=["trainop", "upstream"],
+        help="setups",
+    )
     add("--no-mxjob", dest="mxjob", action="store_false", help="skip the v1.8.1 MXJob comparison")
     add("--split", action="store_true", help="add a trainop process per kind (a secondary line)")
     saturate = "add the saturating comparison: N jobs created at once, raised limits (0: off)"
@@ -457,7 +469,12 @@ def main(argv: list[str] | None = None) -> int:
     running = "also time each job from its creation until all its pods run (a pod watch)"
     add("--all-running", action="store_true", help=running)
     add("--profile", action="store_true", help="py-spy record every trainop operator")
-    add("--json", type=Path, default=harness.REPO / "benchmarks/results/operator_vs_upstream.json")
+    add(
+        "--json",
+        type=Path,
+        default=harness.REPO / "benchmarks/results/operator_vs_upstream.json",
+        help="results file",
+    )
     add("--workdir", type=Path, help="logs, audit logs, profiles (default: a new temp dir)")
     raw_argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(raw_argv)

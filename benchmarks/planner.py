@@ -112,8 +112,8 @@ def measure(replicas: int, runs: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per size")
+    parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES), help="replica counts")
     args = parser.parse_args()
     print(f"{'replicas':>8} {'round':<16} {'cpu ms':>10} {'us/replica':>12} {'peak MiB':>12}")
     for size in args.sizes:

@@ -3,9 +3,12 @@
     python benchmarks/plot.py [RESULTS.json ...] [--out-dir docs/images/benchmarks]
 
 draws one SVG per results file (default: every file under benchmarks/results/ that compares
-trainop with upstream v1.9.3 and says when and where it ran): jobs per second, p95 create ->
-Succeeded, operator CPU seconds per job and API requests per job, one pair of bars per workload,
-with the run's date, trainop commit and machine in the title. The figures are the medians the
+trainop with upstream v1.9.3 and says when and where it ran): for benchmarks/operator_vs_upstream.py
+jobs per second, p95 create -> Succeeded, operator CPU seconds per job and API requests per job,
+one pair of bars per workload; for benchmarks/kueue_latency.py admitted -> Running p50 and p95,
+one pair of bars per round and one for the rounds' median. The run's date, trainop commit and
+machine are in the title; Kueue results committed without a date and machine are not drawn
+(docs/benchmarks.md keeps them as tables). The figures are the medians the
 results file holds (benchmarks/report.py prints them as tables). tests/docs/test_pictures.py
 fails when a committed picture is not what this draws from the committed results.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +71,57 @@ def _label(comparison: str, limits: str, workload: dict[str, Any]) -> str:
 
 def plottable(results: dict[str, Any]) -> bool:
     """Whether a results file says when and where it ran and compares the two operators."""
-    return {"date", "machine", "versions", "medians"} <= set(results) and bool(workloads(results))
+    if not {"date", "machine", "versions"} <= set(results):
+        return False
+    if "kueue" in results:
+        return bool(kueue_rounds(results))
+    return "medians" in results and bool(workloads(results))
+
+
+#: kueue_latency.py's setup names -> the operators' names here
+KUEUE_OPERATORS = {"trainop": OPERATORS[0], "upstream": OPERATORS[1]}
+KUEUE_PANELS = (
+    ("p50", "p50 Kueue admitted → Running, ms (lower is better)", "{:.0f}"),
+    ("p95", "p95 Kueue admitted → Running, ms (lower is better)", "{:.0f}"),
+)
+
+
+def kueue_rounds(results: dict[str, Any]) -> list[Workload]:
+    """kueue_latency.py's admitted -> Running p50 and p95 in ms, one entry per round that ran both
+    operators, then the median of those rounds; empty when no round ran both."""
+    by_round: dict[int, dict[str, dict[str, float]]] = {}
+    for run in results.get("results", []):
+        operator = KUEUE_OPERATORS.get(run.get("operator", ""))
+        if operator and "admitted_to_running_s" in run:
+            latency = run["admitted_to_running_s"]
+            figures = {key: 1000 * latency[key] for key, _, _ in KUEUE_PANELS}
+            by_round.setdefault(int(run["round"]), {})[operator] = figures
+    rounds = [
+        Workload(f"round {number + 1}", ops)
+        for number, ops in sorted(by_round.items())
+        if set(ops) == set(OPERATORS)
+    ]
+    if len(rounds) < 2:
+        return rounds
+    median = {
+        op: {
+            key: statistics.median(r.figures[op][key] for r in rounds) for key, _, _ in KUEUE_PANELS
+        }
+        for op in OPERATORS
+    }
+    return [*rounds, Workload("median of\nthe rounds", median)]
+
+
+def kueue_title(results: dict[str, Any]) -> str:
+    machine, versions, load = results["machine"], results["versions"], results["workload"]
+    return (
+        f"trainop {versions['trainop']} against Kubeflow's training operator v1.9.3 under Kueue "
+        f"{results['kueue']}, measured {results['date']}\n"
+        f"{machine['cpus']} cores ({machine['cpu_model']}), {machine['memory_gib']:.0f} GiB, "
+        f"Python {machine['python']}, kube-apiserver {versions['kubernetes']}; "
+        f"{load['jobs']} PyTorchJobs of 2 pods created at once, quota {load['quota']} CPUs, "
+        f"pods run {load['run_seconds']:g} s"
+    )
 
 
 def title(results: dict[str, Any]) -> str:
@@ -91,14 +145,18 @@ def draw(results: dict[str, Any], out: Path) -> None:
     matplotlib.rcParams.update({"svg.hashsalt": "trainop", "svg.fonttype": "none"})
     import matplotlib.pyplot as plt
 
-    groups = workloads(results)
-    timed = all(g.figures[o].get(ALL_RUNNING[0]) is not None for g in groups for o in OPERATORS)
-    panels = (*PANELS, ALL_RUNNING) if timed else PANELS
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.6))
+    if "kueue" in results:
+        groups, panels, heading = kueue_rounds(results), KUEUE_PANELS, kueue_title(results)
+        width = 4.2
+    else:
+        groups, heading, width = workloads(results), title(results), 3.1
+        timed = all(g.figures[o].get(ALL_RUNNING[0]) is not None for g in groups for o in OPERATORS)
+        panels = (*PANELS, ALL_RUNNING) if timed else PANELS
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 3.6))
     for ax, (key, panel_title, fmt) in zip(axes, panels, strict=True):
         _panel(ax, groups, key, panel_title, fmt)
     axes[0].legend(loc="upper left", fontsize=7, frameon=False)
-    fig.suptitle(title(results), fontsize=8.5)
+    fig.suptitle(heading, fontsize=8.5)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="svg", metadata={"Date": None})
@@ -136,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.results or default_inputs():
         results = _read(path)
         if not plottable(results):
-            print(f"{path}: no dated trainop/upstream v1.9.3 medians to plot", file=sys.stderr)
+            print(f"{path}: no dated trainop/upstream v1.9.3 figures to plot", file=sys.stderr)
             return 2
         out = args.out_dir / f"{path.stem}.svg"
         draw(results, out)

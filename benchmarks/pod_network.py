@@ -150,8 +150,8 @@ def _resolves(b: Sandbox) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sandboxes", type=int, default=20)
-    parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--sandboxes", type=int, default=20, help="sandboxes timed")
+    parser.add_argument("--mib", type=int, default=256, help="MiB per TCP stream")
     parser.add_argument("--json", type=Path, help="also write the figures here, with the command")
     args = parser.parse_args(argv)
     with ControlPlane(controller_manager=False) as cp:

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add = ovu.workload_flags(parser, rounds=2, timeout=900.0)
-    add("--json", type=Path, default=RESULTS / "progress_cost.json")
+    add("--json", type=Path, default=RESULTS / "progress_cost.json", help="the results file")
     add("--workdir", type=Path, help="logs, audit logs (default: a new temp dir)")
     args = parser.parse_args(argv)
     args.profile = False

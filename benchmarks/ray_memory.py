@@ -220,7 +220,7 @@ def submit_all(client: Any, jobs: int, mib: int) -> tuple[list[str], list[str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--jobs", type=int, default=50, help="TFJobs submitted")
     parser.add_argument("--mib", type=int, default=24, help="output of each replica, MiB")
     parser.add_argument("--head-memory", default="4Gi", help="the head's Ray memory resource")
     args = parser.parse_args()

@@ -245,7 +245,7 @@ def markdown(document: Obj) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = Path(__file__).with_name("results") / "operator_vs_upstream.json"
-    parser.add_argument("results", nargs="?", type=Path, default=default)
+    parser.add_argument("results", nargs="?", type=Path, default=default, help="a results file")
     parser.add_argument("--markdown", action="store_true", help="the README's table of medians")
     args = parser.parse_args(argv)
     document = json.loads(args.results.read_text())

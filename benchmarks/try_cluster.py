@@ -88,8 +88,10 @@ def locally(example: Path, home: Path) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--example", type=Path, default=ROOT / "examples/pytorch/ddp.yaml")
+    parser.add_argument("--runs", type=int, default=3, help="runs each way")
+    parser.add_argument(
+        "--example", type=Path, default=ROOT / "examples/pytorch/ddp.yaml", help="the job"
+    )
     args = parser.parse_args()
     print(f"load average before: {load()}")
     with tempfile.TemporaryDirectory() as tmp:

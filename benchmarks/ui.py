@@ -202,9 +202,14 @@ def job(lines: int, name: str = "big-log") -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gib", type=float, default=1.0)
-    parser.add_argument("--requests", type=int, default=50)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ui.json")
+    parser.add_argument("--gib", type=float, default=1.0, help="GiB of log the replica writes")
+    parser.add_argument("--requests", type=int, default=50, help="requests per time to first byte")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "benchmarks" / "results" / "ui.json",
+        help="the results file",
+    )
     args = parser.parse_args()
     lines = int(args.gib * 2**30 // LINE_BYTES)
     home = Path(tempfile.mkdtemp(prefix="trainop-ui-bench-"))

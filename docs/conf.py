@@ -31,6 +31,7 @@ extensions = [
     "sphinx.ext.napoleon",
     "autodoc_trainop",  # docs/_ext: pydantic models and KFP components as autodoc shows them
     "cli_reference",  # docs/_ext: the CLI reference, from trainop's argparse parsers
+    "program_help",  # docs/_ext: the --help of the other programs (python -m ...), run at build
 ]
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "diagrams"]

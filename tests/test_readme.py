@@ -126,3 +126,15 @@ def test_the_readme_stays_short_and_links_to_the_site() -> None:
     linked = set(re.findall(r"\]\((docs/[\w.-]+\.md)", README))
     assert {"docs/getting-started.md", "docs/cli.md", "docs/api.md"} <= linked
     assert all((ROOT / page).is_file() for page in linked)
+
+
+def test_the_readme_and_the_contributing_guide_name_every_binary_the_project_builds() -> None:
+    from dataclasses import fields
+
+    from trainop_core.testing.binaries import KubeBinaries
+
+    built = [field.name.replace("_", "-") for field in fields(KubeBinaries)]
+    assert "kube-scheduler" in built  # the list really comes from the code
+    for page in (ROOT / "README.md", ROOT / "docs" / "contributing.md"):
+        text = page.read_text()
+        assert [name for name in built if not re.search(rf"\b{name}\b", text)] == [], page.name

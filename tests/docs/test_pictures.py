@@ -4,7 +4,9 @@ results file. After a change, run the script and commit the picture with it."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,61 @@ def test_a_results_file_without_both_operators_is_not_plotted() -> None:
     scale = json.loads((ROOT / "benchmarks/results/scale_trainop.json").read_text())
     assert not PLOT.plottable(scale)  # trainop alone: nothing to compare
     assert PLOT.main([str(ROOT / "benchmarks/results/scale_trainop.json")]) == 2
+
+
+def _kueue_run(operator: str, round_: int, p50: float, p95: float) -> dict[str, object]:
+    latency = {"p50": p50, "p95": p95, "max": p95 + 0.1}
+    return {"operator": operator, "round": round_, "jobs": 4, "admitted_to_running_s": latency}
+
+
+def test_a_kueue_run_is_drawn_from_what_kueue_latency_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # its sibling modules
+    kueue_latency = script(ROOT / "benchmarks" / "kueue_latency.py")
+    args = argparse.Namespace(jobs=4, quota=2, run_seconds=1.0, rounds=2)
+    runs = [
+        _kueue_run("trainop", 0, 0.061, 0.118),
+        _kueue_run("upstream", 0, 0.087, 0.167),
+        _kueue_run("upstream", 1, 0.079, 0.301),
+        _kueue_run("trainop", 1, 0.072, 0.141),
+    ]
+    document = kueue_latency.document(args, ["--jobs", "4"], runs)
+    assert {"date", "machine", "versions"} <= set(document)
+    assert document["machine"]["cpus"] and document["versions"]["upstream"] == "v1.9.3"
+    assert PLOT.plottable(document)
+    rounds = PLOT.kueue_rounds(document)
+    assert [r.label for r in rounds] == ["round 1", "round 2", "median of\nthe rounds"]
+    assert rounds[-1].figures["upstream v1.9.3"]["p95"] == pytest.approx(234.0)
+    (tmp_path / "kueue.json").write_text(json.dumps(document))
+    assert PLOT.main([str(tmp_path / "kueue.json"), "--out-dir", str(tmp_path)]) == 0
+    svg = (tmp_path / "kueue.svg").read_text()
+    assert "p95 Kueue admitted → Running, ms" in svg and "under Kueue v" in svg
+    assert document["date"] in svg and ">234<" in svg  # the median's bar label
+
+
+def test_committed_kueue_results_without_date_and_machine_are_not_plotted() -> None:
+    undated = json.loads((ROOT / "benchmarks/results/issue36_kueue_fix.json").read_text())
+    assert PLOT.kueue_rounds(undated)  # both operators' rounds are there...
+    assert not PLOT.plottable(undated)  # ...but not when and where they ran
+
+
+def test_the_benchmarks_page_names_every_results_file() -> None:
+    page = (DOCS / "benchmarks.md").read_text()
+    files = sorted(path.name for path in (ROOT / "benchmarks" / "results").glob("*"))
+    assert (
+        files and [name for name in files if not re.search(rf"\b{re.escape(name)}\b", page)] == []
+    )
+
+
+def test_every_plot_is_shown_in_the_docs() -> None:
+    shown = {
+        match
+        for page in DOCS.glob("*.md")
+        for match in re.findall(
+            r"!\[[^\]]*\]\(images/benchmarks/([\w.-]+)\.svg\)", page.read_text()
+        )
+    }
+    drawn = {path.stem for path in PLOT.default_inputs()}
+    assert {"issue36_all_running_4workers", "issue24_latency"} <= drawn
+    assert drawn - shown == set()

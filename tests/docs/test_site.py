@@ -20,6 +20,7 @@ from docs_support import DOCS, PACKAGE_PATHS, ROOT, extension, pages
 from trainop_core.cli.main import main
 
 CLI = extension("cli_reference")
+PROGRAMS = extension("program_help")
 PUBLIC_PACKAGES = ("trainop_core", "trainop_flyte", "trainop_kfp", "trainop_hpo")
 
 
@@ -82,6 +83,56 @@ def test_the_cli_reference_shows_what_help_prints(
 
 def test_the_cli_reference_has_one_block_per_command(site: Path) -> None:
     assert len(_reference_blocks(site)) == len(list(CLI.commands(CLI.build_parser())))
+
+
+def _program_blocks(site: Path) -> list[str]:
+    blocks = []
+    for page in site.glob("*.html"):
+        found = re.findall(
+            r'<div class="program-help[^"]*".*?<pre>(.*?)</pre>', page.read_text(), re.S
+        )
+        blocks += [html.unescape(re.sub(r"<[^>]+>", "", block)) for block in found]
+    return blocks
+
+
+@pytest.mark.parametrize("module", PROGRAMS.PROGRAMS)
+def test_each_programs_help_in_the_docs_is_what_it_prints(site: Path, module: str) -> None:
+    env = {**os.environ, "COLUMNS": str(PROGRAMS.WIDTH)}
+    env["PYTHONPATH"] = os.pathsep.join(map(str, PACKAGE_PATHS))
+    printed = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert printed.returncode == 0 and printed.stdout.startswith(f"usage: python -m {module}")
+    assert printed.stdout in _program_blocks(site)
+
+
+def test_the_programs_that_have_a_help_are_the_ones_the_docs_render() -> None:
+    """Every `python -m` entry point of trainop_core with an argparse parser, but the CLI's and
+    the operator's (documented elsewhere), is in the extension's list."""
+    parsers = set()
+    for path in (ROOT / "trainop_core").rglob("*.py"):
+        text = path.read_text()
+        if "argparse.ArgumentParser(" in text and 'if __name__ == "__main__"' in text:
+            module = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+            parsers.add(module.removesuffix(".__main__"))
+    assert parsers - {"trainop_core.cli.main", "trainop_core.operator"} == set(PROGRAMS.PROGRAMS)
+
+
+def test_a_program_whose_help_fails_fails_the_build(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    conf = f"import sys\nsys.path.insert(0, {str(DOCS / '_ext')!r})\n"
+    conf += 'extensions = ["myst_parser", "program_help"]\n'
+    (source / "conf.py").write_text(conf)
+    (source / "index.md").write_text(
+        "# A page\n\n```{program-help} trainop_core.no_such_module\n```\n"
+    )
+    command = [sys.executable, "-m", "sphinx", "-E", "-W", "-q", "-b", "html"]
+    built = subprocess.run(
+        [*command, str(source), str(tmp_path / "out")], capture_output=True, text=True
+    )
+    assert built.returncode != 0
+    assert "python -m trainop_core.no_such_module --help` failed" in built.stderr
 
 
 def _documented(site: Path) -> set[str]:

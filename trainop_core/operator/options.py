@@ -116,9 +116,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add("--leader-elect", action="store_true", help="only the Lease holder reconciles")
     add("--leader-election-id", default=DEFAULT_LEADER_ELECTION_ID, help="the Lease's name")
     add("--leader-election-namespace", default="", help="the Lease's namespace")
-    add("--leader-election-lease-duration", type=float, default=15.0, metavar="SECONDS")
-    add("--leader-election-renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    add("--leader-election-retry-period", type=float, default=2.0, metavar="SECONDS")
+    lease = "how long a Lease holds without renewal (15)"
+    add("--leader-election-lease-duration", type=float, default=15.0, metavar="SECONDS", help=lease)
+    renew = "the holder gives up leading if it cannot renew for this long (10)"
+    add("--leader-election-renew-deadline", type=float, default=10.0, metavar="SECONDS", help=renew)
+    retry = "seconds between tries to acquire or renew the Lease (2)"
+    add("--leader-election-retry-period", type=float, default=2.0, metavar="SECONDS", help=retry)
     add(
         "--kubeconfig",
         default="",
@@ -196,7 +199,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "cluster can run as one job (Kubernetes supports 5,000 nodes and 150,000 pods) and "
         "keeps one job's plan under about 100 MiB; upstream has no such bound",
     )
-    add("--log-level", default=os.environ.get("TRAINOP_LOG_LEVEL", "INFO"))
+    add(
+        "--log-level",
+        default=os.environ.get("TRAINOP_LOG_LEVEL", "INFO"),
+        help="a logging level: DEBUG, INFO, ... (default: $TRAINOP_LOG_LEVEL, else INFO)",
+    )
     add_webhook_flags(parser)
 
 
