@@ -43,18 +43,25 @@ def replica_counts(kind: str, replicas: int) -> dict[str, int]:
     return {"Master": 1, "Worker": max(1, replicas - 1)}
 
 
-def job_manifest(registry: KindRegistry, kind: str, name: str, replicas: int) -> Obj:
+def job_manifest(
+    registry: KindRegistry, kind: str, name: str, replicas: int, ttl: int | None = None
+) -> Obj:
+    """A job of `replicas` busybox pods; `ttl` sets runPolicy.ttlSecondsAfterFinished, so the
+    operator deletes the job that long after it finished (the garbage collector its pods)."""
     k = registry.get(kind)
     container = {"name": k.default_container, "image": "busybox", "command": ["true"]}
     specs = {
         rtype: {"replicas": n, "template": {"spec": {"containers": [dict(container)]}}}
         for rtype, n in replica_counts(kind, replicas).items()
     }
+    spec: Obj = {k.replica_field: specs}
+    if ttl is not None:
+        spec["runPolicy"] = {"ttlSecondsAfterFinished": ttl}
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": k.kind,
         "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {k.replica_field: specs},
+        "spec": spec,
     }
 
 
@@ -63,6 +70,7 @@ class Workload:
     registry: KindRegistry
     kinds: tuple[str, ...]
     replicas: int
+    ttl: int | None = None  # runPolicy.ttlSecondsAfterFinished of every job (None: kept)
 
     def plural(self, kind: str) -> str:
         return self.registry.get(kind).plural
@@ -73,7 +81,7 @@ class Workload:
         for i in range(count):
             kind = self.kinds[i % len(self.kinds)]
             name = f"{prefix}-{kind.lower()}-{i:05d}"
-            out.append((kind, job_manifest(self.registry, kind, name, self.replicas)))
+            out.append((kind, job_manifest(self.registry, kind, name, self.replicas, self.ttl)))
         return out
 
     def pods(self, count: int) -> int:
@@ -178,8 +186,8 @@ class JobWatch:
                         rv = ""
                         break
                     rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        self._see(obj)
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        self._see(obj)  # a job deleted as it finished (ttl 0) ends in DELETED
             except RestError:
                 if not self._stop.is_set():
                     time.sleep(0.5)

@@ -6,6 +6,9 @@
         --replicas 5 --limits raised --rate 2 --rounds 1 --no-mxjob \\
         --json benchmarks/results/scale_trainop.json
     PYTHONPATH=. python benchmarks/operator_vs_upstream.py --rounds 2 --no-mxjob --saturate 300
+    PYTHONPATH=. python benchmarks/operator_vs_upstream.py --jobs 10000 --replicas 5 \\
+        --limits raised --rate 4 --rounds 1 --no-mxjob --ttl 0 --timeout 5400 \\
+        --scrape-every 10 --kubelet-workers 8 --json benchmarks/results/issue36_scale.json
 
 Each setup gets a fresh control plane (etcd, kube-apiserver v1.36.3 with an audit log; see
 benchmarks/audit.py), the kubelet stand-in in its own process (every pod runs `--run-seconds`
@@ -31,7 +34,10 @@ kind (three in the v1.9 comparison).
 Per setup: wall time from the first create to the last Succeeded, jobs/s, create->Succeeded
 latency p50/p95, the operator's API requests per job by verb and resource (audit log), watches it
 opened and holds open, its CPU seconds per job and peak RSS (VmHWM), the deepest work queue seen
-on its /metrics, and the CPU seconds of kube-apiserver, etcd and the kubelet stand-in. Prints a
+on its /metrics, and the CPU seconds and peak RSS of kube-apiserver, etcd and the kubelet
+stand-in. Every `--scrape-every` seconds the run samples the work-queue depth, the operators' RSS
+and the jobs finished, so a long run (`--ttl`: jobs deleted as they finish) shows whether memory
+grows with the jobs done. Prints a
 table per comparison (each round and the median) and writes everything as JSON.
 """
 
@@ -116,10 +122,13 @@ def run_setup(setup: Setup, args: argparse.Namespace, round_: int) -> Obj:
     workdir = args.workdir / f"round{round_}-{setup.slug}"
     workdir.mkdir(parents=True, exist_ok=True)
     registry = build_registry(entry_points=False)
-    workload = harness.Workload(registry, setup.kinds, args.replicas)
+    ttl = getattr(args, "ttl", None)
+    workload = harness.Workload(registry, setup.kinds, args.replicas, ttl)
     crds = all_crds([registry.get(k) for k in setup.kinds])
     flags = audit.audit_flags(workdir)
-    with ControlPlane(controller_manager=False, apiserver_flags=flags, crds=crds) as cp:
+    # a deleted job's pods and Services go only with the garbage collector, as on a cluster
+    gc = ttl is not None
+    with ControlPlane(controller_manager=gc, apiserver_flags=flags, crds=crds) as cp:
         cp.ensure_namespace(harness.NAMESPACE)
         log = audit.AuditLog(workdir / "audit.log")
         kubelet = harness.start_kubelet(
@@ -220,12 +229,14 @@ def measure(
         jobs = workload.jobs("job", setup.jobs)
         names = {m["metadata"]["name"] for _, m in jobs}
         submitter = harness.Submitter(cp.rest, workload, jobs, setup.rate).start()
-        depths = follow(watch, names, operators, args)
+        depths, rss, done = follow(watch, names, operators, args)
         submitter.join()
         wait_quiet(log, user, quiet=3.0, limit=60.0)
         stop_profilers(profilers)
         requests = log.window()
         result = figures(setup, workload, watch, submitter, names, requests, user, depths)
+        result["operator_rss_samples"] = rss
+        result["done_samples"] = done
         result["submit_seconds"] = submitter.seconds
         result["operator_cpu_seconds"] = sum(p.cpu_since_mark() for p in operators)
         result["operator_peak_rss_mib"] = sum(harness.memory_kb(p.pid)["peak"] for p in operators)
@@ -235,6 +246,10 @@ def measure(
         result["server_cpu_seconds"] = {
             name: harness.cpu_seconds(pid) - server_cpu[name] for name, pid in servers.items()
         }
+        result["server_peak_rss_mib"] = {
+            name: harness.memory_kb(pid)["peak"] / 1024 for name, pid in servers.items()
+        }
+        result["kubelet_peak_rss_mib"] = harness.memory_kb(kubelet.pid)["peak"] / 1024
         result["load_1min_at_start"] = load
         result["load_1min_at_end"] = os.getloadavg()[0]
         result["profiles"] = [str(p[1]) for p in profilers]
@@ -269,21 +284,29 @@ def all_running(pods: harness.PodWatch, submitter: harness.Submitter, width: dic
     }
 
 
+Samples = list[tuple[float, float]]
+
+
 def follow(
     watch: harness.JobWatch,
     names: set[str],
     operators: list[harness.Process],
     args: argparse.Namespace,
-) -> list[tuple[float, float]]:
-    """Wait for every job, sampling the operators' work-queue depth; (seconds, depth) samples."""
-    started, samples = time.monotonic(), []
+) -> tuple[Samples, Samples, Samples]:
+    """Wait for every job, sampling every `--scrape-every` seconds the operators' work-queue
+    depth, their RSS (MiB, summed) and how many jobs have finished: three lists of (seconds,
+    value), so a long run shows whether the queue or the memory grows with the jobs done."""
+    started, depths, rss, done = time.monotonic(), [], [], []
     while not watch.wait(names, args.scrape_every):
+        at = round(time.monotonic() - started, 1)
         depth = [d for d in (p.queue_depth() for p in operators) if d is not None]
-        samples.append((round(time.monotonic() - started, 1), sum(depth)))
+        depths.append((at, sum(depth)))
+        rss.append((at, round(sum(harness.memory_kb(p.pid)["now"] for p in operators) / 1024, 1)))
+        done.append((at, float(len(names & (watch.succeeded.keys() | watch.failed.keys())))))
         if time.monotonic() - started > args.timeout:
             print(f"  timed out: {len(watch.succeeded)} of {len(names)} Succeeded", flush=True)
             break
-    return samples
+    return depths, rss, done
 
 
 def reconcile_count(operators: list[harness.Process]) -> float:
@@ -469,6 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     running = "also time each job from its creation until all its pods run (a pod watch)"
     add("--all-running", action="store_true", help=running)
     add("--profile", action="store_true", help="py-spy record every trainop operator")
+    ttl = (
+        "every job's runPolicy.ttlSecondsAfterFinished: the operator deletes it that long after "
+        "it finished, kube-controller-manager's garbage collector its pods (default: jobs kept)"
+    )
+    add("--ttl", type=int, metavar="SECONDS", help=ttl)
     add(
         "--json",
         type=Path,
@@ -483,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     kubernetes_binaries(build=True)  # the control plane's, as scripts/check builds them
     for version in {s.version for s in setups(args) if s.operator == "upstream"}:
         upstream.upstream_binary(version)  # build before the clock starts
-    results = []
+    results: list[Obj] = []
     plan = setups(args)
     for round_ in range(args.rounds):
         order = plan if round_ % 2 == 0 else list(reversed(plan))
@@ -493,6 +521,23 @@ def main(argv: list[str] | None = None) -> int:
             result["round"] = round_ + 1
             results.append(result)
             print("  " + report.one_line(result), flush=True)
+            write(document(args, raw_argv, plan, results), args.json)  # a long run keeps each
+    final = document(args, raw_argv, plan, results)
+    print(report.tables(final))
+    write(final, args.json)
+    return 0
+
+
+def write(document: Obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=1, default=str) + "\n")
+    print(f"wrote {path}", flush=True)
+
+
+def document(
+    args: argparse.Namespace, raw_argv: list[str], plan: list[Setup], results: list[Obj]
+) -> Obj:
+    """The results file: the command, when and where it ran, the workload and every setup."""
     document: Obj = {
         "command": " ".join(["PYTHONPATH=. python benchmarks/operator_vs_upstream.py", *raw_argv]),
         "date": time.strftime("%Y-%m-%d"),
@@ -518,17 +563,14 @@ def main(argv: list[str] | None = None) -> int:
                 "kubelet_workers",
                 "saturate",
                 "all_running",
+                "ttl",
             )
         },
         "results": results,
         "medians": report.medians(results),
     }
     document["goals"] = report.goals(document["medians"])
-    print(report.tables(document))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(document, indent=1, default=str) + "\n")
-    print(f"wrote {args.json}")
-    return 0
+    return document
 
 
 if __name__ == "__main__":
