@@ -6,7 +6,9 @@ draws one SVG per results file (default: every file under benchmarks/results/ th
 trainop with upstream v1.9.3 and says when and where it ran): for benchmarks/operator_vs_upstream.py
 jobs per second, p95 create -> Succeeded, operator CPU seconds per job and API requests per job,
 one pair of bars per workload; for benchmarks/kueue_latency.py admitted -> Running p50 and p95,
-one pair of bars per round and one for the rounds' median. The run's date, trainop commit and
+one pair of bars per round and one for the rounds' median. A one-round run that sampled the
+jobs finished, the work-queue depth and the operators' RSS over time (operator_vs_upstream.py
+does) gets a second row with those as lines. The run's date, trainop commit and
 machine are in the title; Kueue results committed without a date and machine are not drawn
 (docs/benchmarks.md keeps them as tables). The figures are the medians the
 results file holds (benchmarks/report.py prints them as tables). tests/docs/test_pictures.py
@@ -41,6 +43,13 @@ PANELS = (
 )
 #: drawn when the run timed it (`--all-running`)
 ALL_RUNNING = ("all_running_p95", "p95 create → all pods Running, s (lower is better)", "{:.2f}")
+#: drawn over time when the run sampled it (operator_vs_upstream.py's samples, one line per
+#: operator): (results key, panel title)
+SERIES = (
+    ("done_samples", "jobs finished"),
+    ("queue_depth_samples", "work-queue depth"),
+    ("operator_rss_samples", "operator RSS, MiB"),
+)
 MEDIAN_KEY = re.compile(r"^(?P<comparison>[^/]+) / (?P<operator>.+) \((?P<limits>\w+)\)$")
 
 
@@ -137,6 +146,21 @@ def title(results: dict[str, Any]) -> str:
     )
 
 
+def series(results: dict[str, Any]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Samples over time of a one-round run that sampled them: operator -> results key ->
+    [(seconds, value)]; empty when the run has no such samples or more than one round."""
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    runs = [r for r in results.get("results", []) if r.get("operator_rss_samples")]
+    if not runs or any(int(r.get("round", 1)) != 1 for r in runs):
+        return {}
+    for run in runs:
+        operator = KUEUE_OPERATORS.get(run["operator"])
+        if operator is None:
+            continue
+        out[operator] = {key: [tuple(p) for p in run.get(key) or []] for key, _ in SERIES}
+    return out if set(out) == set(OPERATORS) else {}
+
+
 def draw(results: dict[str, Any], out: Path) -> None:
     import matplotlib
 
@@ -145,6 +169,7 @@ def draw(results: dict[str, Any], out: Path) -> None:
     matplotlib.rcParams.update({"svg.hashsalt": "trainop", "svg.fonttype": "none"})
     import matplotlib.pyplot as plt
 
+    panels: tuple[tuple[str, str, str], ...]
     if "kueue" in results:
         groups, panels, heading = kueue_rounds(results), KUEUE_PANELS, kueue_title(results)
         width = 4.2
@@ -152,10 +177,23 @@ def draw(results: dict[str, Any], out: Path) -> None:
         groups, heading, width = workloads(results), title(results), 3.1
         timed = all(g.figures[o].get(ALL_RUNNING[0]) is not None for g in groups for o in OPERATORS)
         panels = (*PANELS, ALL_RUNNING) if timed else PANELS
-    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 3.6))
+    over_time = {} if "kueue" in results else series(results)
+    if over_time:  # bars above, lines below: each row's panels share its width
+        fig = plt.figure(figsize=(width * len(panels), 7.2))
+        grid = fig.add_gridspec(2, len(panels) * len(SERIES))
+        span = len(SERIES)
+        axes = [fig.add_subplot(grid[0, i * span : (i + 1) * span]) for i in range(len(panels))]
+    else:
+        fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 3.6))
     for ax, (key, panel_title, fmt) in zip(axes, panels, strict=True):
         _panel(ax, groups, key, panel_title, fmt)
     axes[0].legend(loc="upper left", fontsize=7, frameon=False)
+    span = len(panels)
+    for i, (key, panel_title) in enumerate(SERIES if over_time else ()):
+        ax = fig.add_subplot(grid[1, i * span : (i + 1) * span])
+        _lines(ax, {op: samples[key] for op, samples in over_time.items()}, panel_title)
+        if i == 0:
+            ax.legend(loc="upper left", fontsize=7, frameon=False)
     fig.suptitle(heading, fontsize=8.5)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -174,6 +212,18 @@ def _panel(ax: Axes, groups: list[Workload], key: str, panel_title: str, fmt: st
     ax.set_xticks(range(len(groups)), [group.label for group in groups], fontsize=7)
     ax.tick_params(axis="y", labelsize=7)
     ax.margins(y=0.15)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
+def _lines(ax: Axes, samples: dict[str, list[tuple[float, float]]], panel_title: str) -> None:
+    for operator in OPERATORS:
+        points = samples.get(operator) or []
+        minutes = [t / 60 for t, _ in points]
+        ax.plot(minutes, [v for _, v in points], label=operator, color=COLORS[operator], lw=1)
+    ax.set_title(f"{panel_title}, over the run", fontsize=8)
+    ax.set_xlabel("minutes since the first job was created", fontsize=7)
+    ax.tick_params(labelsize=7)
+    ax.set_ylim(bottom=0)
     ax.spines[["top", "right"]].set_visible(False)
 
 
