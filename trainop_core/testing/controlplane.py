@@ -71,7 +71,8 @@ class ControlPlane:
     ``controller_manager`` runs kube-controller-manager with ``garbagecollector,namespace`` (owner
     references are collected, deleted namespaces go away). ``watch_cache=False`` makes watches read
     etcd directly, so :meth:`compact_etcd` turns an old resourceVersion into a real 410 Gone.
-    ``apiserver_flags`` are appended to kube-apiserver's command line. ``kubelet_pki`` (a
+    ``apiserver_flags`` are appended to kube-apiserver's command line,
+    ``controller_manager_flags`` to kube-controller-manager's. ``kubelet_pki`` (a
     :class:`~trainop_core.node.pki.KubeletPki`) makes kube-apiserver present its kubelet client
     certificate to nodes and check their serving certificates. ``crds`` are installed
     (and served) before kube-controller-manager starts: its garbage collector discovers resource
@@ -103,6 +104,7 @@ class ControlPlane:
         watch_cache: bool = True,
         kubelet_pki: KubeletPki | None = None,
         apiserver_flags: Sequence[str] = (),
+        controller_manager_flags: Sequence[str] = (),
         crds: Iterable[Obj] = (),
         ready_timeout: float = 90.0,
         scheduler: bool = False,
@@ -116,6 +118,7 @@ class ControlPlane:
         self.with_controller_manager = controller_manager
         self.watch_cache = watch_cache
         self.apiserver_flags = list(apiserver_flags)
+        self.controller_manager_flags = list(controller_manager_flags)
         if kubelet_pki is not None:
             self.apiserver_flags += kubelet_pki.apiserver_flags()
         self.crds = list(crds)
@@ -458,6 +461,7 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
                 "--profiling=false",
+                *self.controller_manager_flags,
             ],
         )
         self._wait_ready(
