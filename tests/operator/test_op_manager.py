@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from builders import minimal_job
 from k8s import delete_namespace
 from opkit import Cluster, RunningOperator, wait_for
@@ -151,6 +152,27 @@ def test_healthz_and_readyz(cluster: Cluster, run_operator: Start) -> None:
     cluster.proxy.clear()
     wait_for(lambda: op.get("/readyz") == (200, "ok\n"), what="ready once caches sync")
     assert op.get("/nope")[0] == 404
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_healthz_fails_once_a_controller_has_lost_a_worker(
+    cluster: Cluster, run_operator: Start
+) -> None:
+    """A worker that ends while the manager runs leaves its kind's jobs unreconciled (the
+    10,000-job benchmark's XGBoostJobs stalled so); liveness names it, so a kubelet restarts
+    the operator."""
+    op = run_operator().wait_started()
+    controller = op.manager.controllers["PyTorchJob"]
+
+    def bug(key: str) -> None:
+        raise SystemExit  # nothing a reconcile raises: ends the thread, printing nothing
+
+    controller._process = bug  # type: ignore[method-assign]
+    assert op.get("/healthz") == (200, "ok\n")
+    cluster.create_job(minimal_job("PyTorchJob", "ends-a-worker").build())
+    wait_for(lambda: op.get("/healthz")[0] == 500, what="liveness failing")
+    assert "workers" in op.get("/healthz")[1]
+    assert op.get("/readyz") == (200, "ok\n")  # only liveness: the caches are fine
 
 
 def test_shutdown_is_clean_and_returns_0(cluster: Cluster, run_operator: Start) -> None:

@@ -86,6 +86,35 @@ def test_add_after_keeps_the_earliest_time_and_waits_for_it() -> None:
     assert q.get(0) == "a"
 
 
+class ScriptedClock:
+    """Answers `reads` one per call, then `then`: time passes between two reads of one call."""
+
+    def __init__(self, reads: list[float], then: float) -> None:
+        self.reads, self.then = list(reads), then
+
+    def __call__(self) -> float:
+        return self.reads.pop(0) if self.reads else self.then
+
+
+def test_a_get_without_timeout_hands_out_an_item_that_came_due_between_two_clock_reads() -> None:
+    """The 10,000-job benchmark's trainop run stalled every XGBoostJob after about 4,000: the
+    controller's only worker had ended. `get()` read the clock to promote due items and again
+    to compute its wait; an item that came due in between made the wait <= 0, which `get()` took
+    for a timeout, and answered None, which the worker took for shutdown."""
+    clock = ScriptedClock([100.0, 100.9999, 101.0001], then=101.0002)
+    q = WorkQueue("t", clock=clock)
+    q.add_after("a", 1.0)  # due at 101.0; the get's first read is before, its second after
+    assert q.get() == "a"
+
+
+def test_a_get_with_a_timeout_still_ends_at_its_deadline() -> None:
+    q = WorkQueue("t")  # the real clock
+    q.add_after("a", 10)
+    started = time.monotonic()
+    assert q.get(0.05) is None
+    assert 0.05 <= time.monotonic() - started < 5
+
+
 def test_add_cancels_a_pending_add_after_which_would_only_repeat_the_reconcile() -> None:
     clock = FakeClock()
     q = WorkQueue("t", clock=clock)

@@ -95,6 +95,7 @@ class JobController:
         # key -> our writes to the job: the versions being written over now, the latest answers
         self._writes: dict[str, _Writes] = {}
         self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
 
     # --- workers -------------------------------------------------------------------------------
     def start_workers(self, count: int, stop: threading.Event) -> list[threading.Thread]:
@@ -104,13 +105,24 @@ class JobController:
         ]
         for thread in threads:
             thread.start()
+        self._workers += threads
         return threads
 
+    def workers_alive(self) -> bool:
+        """Every started worker is running, or the manager is stopping (/healthz: a controller
+        whose workers all ended would leave its jobs unreconciled while the process looks fine;
+        failing liveness gets it restarted, and a restarted operator loses no job)."""
+        return self.queue.shutting_down or all(t.is_alive() for t in self._workers)
+
     def _work(self, stop: threading.Event) -> None:
+        """Until the manager stops: only a shut-down queue ends a worker (a None from `get`
+        without shutdown is no reason to leave the controller without workers)."""
         while not stop.is_set():
             key = self.queue.get()
             if key is None:
-                return
+                if self.queue.shutting_down:
+                    return
+                continue
             try:
                 self._process(str(key))
             finally:

@@ -135,9 +135,13 @@ class Manager:
         readiness = dict(caches=self.caches_synced, running=lambda: not self.stop.is_set())
         if self.webhooks is not None:
             readiness["webhooks"] = self.webhooks.ready
+        liveness = {
+            "ping": lambda: True,
+            "workers": lambda: all(c.workers_alive() for c in self.controllers.values()),
+        }
         self.probes = Endpoints(
             options.health_probe_bind_address,
-            {"/healthz": check_route({"ping": lambda: True}), "/readyz": check_route(readiness)},
+            {"/healthz": check_route(liveness), "/readyz": check_route(readiness)},
         )
         self.metrics_endpoint = metrics_endpoint(
             options, self.client.api, self.metrics, self.stop, self._metrics_route

@@ -100,10 +100,14 @@ class WorkQueue:
                 self._promote_ready_locked()
                 if self._queue:
                     return self._take_locked()
-                wait = self._next_wait_locked(deadline)
-                if wait is not None and wait <= 0:
+                if deadline is not None and self._clock() >= deadline:
                     return None
-                self._cond.wait(wait)
+                # A delayed item may come due between the clock reads above and this one: the
+                # wait is then <= 0 and the loop promotes it. Only the deadline ends a get (a
+                # get without one returned None here once, and its worker took that for shutdown).
+                wait = self._next_wait_locked(deadline)
+                if wait is None or wait > 0:
+                    self._cond.wait(wait)
 
     def done(self, item: Hashable) -> None:
         with self._cond:
