@@ -110,3 +110,31 @@ def test_every_plot_is_shown_in_the_docs() -> None:
     drawn = {path.stem for path in PLOT.default_inputs()}
     assert {"issue36_all_running_4workers", "issue24_latency"} <= drawn
     assert drawn - shown == set()
+
+
+def _sampled_run(operator: str, rss: list[tuple[float, float]]) -> dict[str, object]:
+    return {
+        "operator": operator,
+        "round": 1,
+        "operator_rss_samples": rss,
+        "queue_depth_samples": [(t, 0.0) for t, _ in rss],
+        "done_samples": [(t, 10.0 * t) for t, _ in rss],
+    }
+
+
+def test_a_run_that_sampled_memory_over_time_is_drawn_as_curves(tmp_path: Path) -> None:
+    scale = json.loads((ROOT / "benchmarks/results/issue24_latency.json").read_text())
+    scale["results"] = [
+        _sampled_run("trainop", [(10.0, 65.0), (20.0, 66.5)]),
+        _sampled_run("upstream", [(10.0, 48.0), (20.0, 49.0)]),
+    ]
+    curves = PLOT.series(scale)
+    assert curves["trainop"]["operator_rss_samples"] == [(10.0, 65.0), (20.0, 66.5)]
+    assert curves["upstream v1.9.3"]["done_samples"][-1] == (20.0, 200.0)
+    PLOT.draw(scale, tmp_path / "scale.svg")
+    svg = (tmp_path / "scale.svg").read_text()
+    assert "operator RSS, MiB, over the run" in svg and "jobs finished, over the run" in svg
+    scale["results"][1]["round"] = 2  # two rounds: their curves would not share a time axis
+    assert PLOT.series(scale) == {}
+    PLOT.draw(scale, tmp_path / "bars.svg")
+    assert "over the run" not in (tmp_path / "bars.svg").read_text()
