@@ -67,6 +67,60 @@ def test_a_new_generation_is_prepared_again_and_its_spec_used(registry: KindRegi
     assert model.spec.replica_specs["Worker"].replicas == 5
 
 
+def suspended(generation: int, suspend: Any) -> Obj:
+    job = stored(generation=generation)
+    job["spec"]["runPolicy"] = {"suspend": suspend, "backoffLimit": 3}
+    job["metadata"]["resourceVersion"] = str(10 + generation)
+    return job
+
+
+def test_a_generation_that_only_resumes_the_job_reuses_the_prepared_model(
+    registry: KindRegistry,
+) -> None:
+    """Kueue's admission (with no node labels to add) and a user's suspend or resume change
+    only runPolicy.suspend: the job is not read, defaulted and validated again."""
+    jobs = PreparedJobs(registry)
+    assert jobs.get(KEY, suspended(1, True)).spec.run_policy.suspend is True
+    resumed = suspended(2, False)
+    resumed["status"] = {"conditions": [{"type": "Suspended", "status": "True"}]}
+    model = jobs.get(KEY, resumed)
+    assert jobs.prepared == 1
+    assert model.spec.run_policy.suspend is False
+    assert model.spec.run_policy.backoff_limit == 3
+    assert model.metadata.generation == 2 and model.metadata.resource_version == "12"
+    assert model.status is not None and model.status.conditions[0].type == "Suspended"
+    assert jobs.get(KEY, suspended(3, True)).spec.run_policy.suspend is True
+    assert jobs.prepared == 1
+    assert jobs.get(KEY, resumed).spec.run_policy.suspend is False  # the kept one is generation 3
+
+
+def test_a_resume_that_changes_anything_else_is_prepared_again(registry: KindRegistry) -> None:
+    jobs = PreparedJobs(registry)
+    jobs.get(KEY, suspended(1, True))
+    admitted = suspended(2, False)
+    template = admitted["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    template["spec"]["nodeSelector"] = {"flavor": "a"}  # what Kueue writes for a flavor's labels
+    model = jobs.get(KEY, admitted)
+    assert jobs.prepared == 2
+    assert model.spec.replica_specs["Worker"].template["spec"]["nodeSelector"] == {"flavor": "a"}
+    relabelled = suspended(3, True)
+    relabelled["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] = {
+        "flavor": "a"
+    }
+    relabelled["metadata"]["labels"] = {"team": "b"}
+    jobs.get(KEY, relabelled)
+    assert jobs.prepared == 3
+
+
+def test_a_suspend_that_is_not_a_boolean_is_refused_not_served_from_the_cache(
+    registry: KindRegistry,
+) -> None:
+    jobs = PreparedJobs(registry)
+    jobs.get(KEY, suspended(1, True))
+    with pytest.raises(InvalidJobError, match="suspend"):
+        jobs.get(KEY, suspended(2, "yes"))
+
+
 def test_a_changed_spec_that_breaks_a_rule_is_refused_not_served_from_the_cache(
     registry: KindRegistry,
 ) -> None:

@@ -380,11 +380,18 @@ class Applier:
             return None
 
     def _each(self, call: Callable[[T], R], items: list[T]) -> list[R]:
-        """`call` for every item, on the writer pool (several at once) when there is one; returns
-        the results in the items' order when all are done. The token bucket still paces them."""
+        """`call` for every item, several at once when there is a writer pool: the first on this
+        thread, the rest on the pool; the results in the items' order when all are done. The
+        token bucket still paces them. The first goes out without a hand-off between threads
+        (about 1 ms of a resumed job's 5 ms before its first pod, measured under Kueue)."""
         if self.pool is None or len(items) < 2:
             return [call(item) for item in items]
-        return [future.result() for future in [self.pool.submit(call, item) for item in items]]
+        rest = [self.pool.submit(call, item) for item in items[1:]]
+        try:
+            first = call(items[0])
+        finally:
+            others = [future.result() for future in rest]  # none left running on its own
+        return [first, *others]
 
     def _start_each(self, call: Callable[[T], R], items: list[T]) -> Callable[[], list[R]]:
         """Start `call` for every item on the writer pool and return at once; the returned call
