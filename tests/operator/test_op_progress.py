@@ -84,7 +84,9 @@ def test_a_v1_jobs_primary_pod_reports_its_progress_into_the_annotation_at_a_bou
     final = annotated(k8s, "pytorchjobs", "prog")
     assert final["estimatedRemainingSeconds"] == 0
     assert {m["name"]: m["value"] for m in final["metrics"]} == {"loss": "0.01", "step": "40"}
-    assert 3 <= writes <= elapsed / INTERVAL + 2  # never once per line: 42 lines were printed
+    # Never once per line (42 were printed). At least the first report and the last; under load
+    # the 40 lines and the last words can be read together, so 2 writes is right too.
+    assert 2 <= writes <= elapsed / INTERVAL + 2
 
 
 def test_a_trainjob_gets_trainers_trainer_status_and_keeps_it_through_its_status_writes(
