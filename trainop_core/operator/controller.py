@@ -115,14 +115,11 @@ class JobController:
         return self.queue.shutting_down or all(t.is_alive() for t in self._workers)
 
     def _work(self, stop: threading.Event) -> None:
-        """Until the manager stops: only a shut-down queue ends a worker (a None from `get`
-        without shutdown is no reason to leave the controller without workers)."""
+        """Until the manager stops: `get` without a timeout answers None only at shutdown."""
         while not stop.is_set():
             key = self.queue.get()
             if key is None:
-                if self.queue.shutting_down:
-                    return
-                continue
+                return
             try:
                 self._process(str(key))
             finally:
