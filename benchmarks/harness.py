@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -315,7 +316,19 @@ class Process:
                 self.popen.wait()
 
 
+#: util-linux's setpriv execs the child with a parent-death signal (the child keeps its pid, so
+#: its CPU and RSS stay its own); missing on a machine without util-linux, where children may be
+#: left behind by a killed driver.
+SETPRIV = shutil.which("setpriv")
+
+
 def _spawn(name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Any:
+    """Start child `name`; it gets SIGTERM when this driver dies, even by SIGKILL (a benchmark
+    killed mid-run left its operator and kubelet stand-in running). The control plane has its
+    own watchdog. The signal comes when the thread that started the child ends: start children
+    from the main thread."""
+    if SETPRIV:
+        argv = [SETPRIV, "--pdeathsig", "TERM", "--", *argv]
     with log.open("ab") as out:
         return subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
