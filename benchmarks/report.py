@@ -34,10 +34,12 @@ FIGURES = (
     ("cpu_share", "operator CPU share of a core", "{:.2f}"),
     ("operator_cpu_seconds", "operator CPU s", "{:.1f}"),
     ("operator_peak_rss_mib", "operator peak RSS (MiB)", "{:.1f}"),
+    ("rss_growth_per_1000_jobs", "RSS growth per 1,000 jobs done, 2nd half (MiB)", "{:.2f}"),
     ("queue_depth_max", "deepest work queue", "{:.0f}"),
     ("submit_seconds", "seconds to create the jobs", "{:.1f}"),
     ("apiserver_cpu_per_job", "kube-apiserver CPU s per job", "{:.3f}"),
     ("etcd_cpu_per_job", "etcd CPU s per job", "{:.3f}"),
+    ("control_plane_cpu_per_job", "control plane CPU s per job", "{:.3f}"),
     ("kubelet_cpu_seconds", "kubelet stand-in CPU s", "{:.1f}"),
     ("load_1min_at_start", "load average at start", "{:.1f}"),
 )
@@ -58,7 +60,30 @@ def derived(result: Obj) -> Obj:
         "cpu_share": result["operator_cpu_seconds"] / wall if wall else None,
         "apiserver_cpu_per_job": server.get("kube-apiserver", 0.0) / jobs,
         "etcd_cpu_per_job": server.get("etcd", 0.0) / jobs,
+        # kube-apiserver, etcd and kube-controller-manager (its garbage collector deletes the
+        # children of jobs deleted after their TTL)
+        "control_plane_cpu_per_job": sum(server.values()) / jobs if server else None,
+        "rss_growth_per_1000_jobs": rss_growth(result),
     }
+
+
+def rss_growth(result: Obj) -> float | None:
+    """MiB the operator's RSS grows per 1,000 jobs done: the least-squares slope of RSS against
+    jobs finished over the samples of the run's second half (the first fills the caches of the
+    jobs in flight). Near 0 is memory that stays flat however many jobs have come and gone;
+    None without samples (a run without --scrape-every's RSS, or too short)."""
+    done = {t: n for t, n in result.get("done_samples") or []}
+    points = [(done[t], mib) for t, mib in result.get("operator_rss_samples") or [] if t in done]
+    half = [(n, mib) for n, mib in points if n >= result["jobs"] / 2]
+    if len(half) < 3:
+        return None
+    mean_n = statistics.fmean(n for n, _ in half)
+    mean_mib = statistics.fmean(mib for _, mib in half)
+    spread = sum((n - mean_n) ** 2 for n, _ in half)
+    if not spread:
+        return None  # no job finished over the second half's samples
+    slope = sum((n - mean_n) * (mib - mean_mib) for n, mib in half) / spread
+    return 1000 * slope
 
 
 def one_line(result: Obj) -> str:
