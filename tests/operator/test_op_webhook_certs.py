@@ -1,12 +1,18 @@
 """The webhook certificates' rules (pure): what counts as due, foreign or incomplete, and which
-CAs a bundle keeps."""
+CAs a bundle keeps; and how the rotator reports a webhook configuration that is not there yet."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
+import pytest
+
+from trainop_core.operator.kube import ApiError, Obj, Resource
 from trainop_core.operator.webhook.certs import (
     KeyPair,
+    Validity,
     bundle_with,
     new_ca,
     new_serving,
@@ -14,6 +20,7 @@ from trainop_core.operator.webhook.certs import (
     valid_ca,
     valid_serving,
 )
+from trainop_core.operator.webhook.rotator import VALIDATING, SelfManaged
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 DAY = timedelta(days=1)
@@ -46,3 +53,45 @@ def test_a_bundle_keeps_the_new_ca_first_then_old_ones_until_they_expire() -> No
     bundle = bundle_with(fresh.cert_pem, old.cert_pem + older.cert_pem, NOW + 3 * DAY)
     assert split_bundle(bundle) == [fresh.cert_pem, old.cert_pem]  # `older` had expired
     assert split_bundle(bundle_with(fresh.cert_pem, bundle, NOW)) == split_bundle(bundle)
+
+
+class _Configurations:
+    """A client whose webhook configuration appears after `absent` reads (kubectl applies it
+    after the operator's Deployment); `replace` keeps what was written."""
+
+    def __init__(self, absent: int) -> None:
+        self.absent, self.written = absent, list[Obj]()
+
+    def get(self, resource: Resource, namespace: str, name: str) -> Obj:
+        if self.absent:
+            self.absent -= 1
+            raise ApiError(404, "NotFound", f"{name} not found")
+        return {"metadata": {"name": name}, "webhooks": [{"name": "v.kubeflow.org"}]}
+
+    def replace(self, resource: Resource, namespace: str, name: str, body: Obj) -> Obj:
+        self.written.append(body)
+        return body
+
+
+def test_a_missing_configuration_is_reported_once_then_when_it_appears(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An operator run without its webhook configurations said so every minute, forever."""
+    client: Any = _Configurations(absent=3)
+    rotator = SelfManaged(
+        client, "kubeflow", "webhook-certs", tuple(HOSTS), ((VALIDATING, "validator"),),
+        Validity(), lambda cert, key: None, 60.0,
+    )  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="trainop_core.operator.webhook.rotator"):
+        for _ in range(3):
+            rotator._inject(b"bundle")
+        assert rotator.missing == 3
+        assert [r.getMessage() for r in caplog.records] == [
+            "no ValidatingWebhookConfiguration validator yet: its caBundle waits"
+        ]
+        rotator._inject(b"bundle")
+    assert rotator.missing == 0
+    assert caplog.records[-1].getMessage() == (
+        "ValidatingWebhookConfiguration validator is there: writing its caBundle"
+    )
+    assert client.written[0]["webhooks"][0]["clientConfig"]["caBundle"] == "YnVuZGxl"

@@ -79,6 +79,7 @@ class SelfManaged:
         self.served: bytes = b""  # the serving certificate in use
         self.ready = threading.Event()
         self.missing = 0  # passes in a row that found a configuration missing
+        self._reported: set[str] = set()  # configurations said to be missing (said once)
 
     def run(self, stop: threading.Event) -> None:
         """Check until `stop`, every `check_period` (a configuration re-applied without its
@@ -161,10 +162,18 @@ class SelfManaged:
                 current = self.client.get(resource, "", name)
             except ApiError as exc:
                 if exc.not_found:
-                    log.info("no %s %s yet: its caBundle waits", resource.kind, name)
+                    # once at INFO, then DEBUG: an operator run without its webhook
+                    # configurations (a benchmark, a test cluster) would say it every minute
+                    said = f"{resource.kind} {name}" in self._reported
+                    log.log(logging.DEBUG if said else logging.INFO,
+                            "no %s %s yet: its caBundle waits", resource.kind, name)  # fmt: skip
+                    self._reported.add(f"{resource.kind} {name}")
                     missing = True
                     continue
                 raise
+            if f"{resource.kind} {name}" in self._reported:
+                self._reported.discard(f"{resource.kind} {name}")
+                log.info("%s %s is there: writing its caBundle", resource.kind, name)
             webhooks = current.get("webhooks") or []
             if all((w.get("clientConfig") or {}).get("caBundle") == encoded for w in webhooks):
                 continue
