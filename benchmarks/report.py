@@ -93,6 +93,11 @@ def one_line(result: Obj) -> str:
         f"p50 {_fmt(r['latency_p50'], '{:.1f}')} s, {r['requests_per_job']:.1f} requests/job, "
         f"CPU {r['cpu_per_job']:.3f} s/job, peak RSS {r['operator_peak_rss_mib']:.0f} MiB, "
         f"queue <= {r['queue_depth_max']:.0f}, load {r['load_1min_at_start']:.1f}"
+        + (
+            f", RSS {r['rss_growth_per_1000_jobs']:+.2f} MiB per 1,000 jobs done (2nd half)"
+            if r["rss_growth_per_1000_jobs"] is not None
+            else ""
+        )
     )
 
 

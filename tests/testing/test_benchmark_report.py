@@ -66,3 +66,7 @@ def test_the_figure_is_in_the_tables() -> None:
     text = report.tables({"results": [result]})
     assert "RSS growth per 1,000 jobs done, 2nd half (MiB)" in text
     assert "3.00" in text.split("RSS growth per 1,000 jobs done")[1].splitlines()[0]
+    assert report.one_line(
+        {**result, "succeeded": 10, "latency_p50": 5.0, "requests_per_job": 20.0,
+         "operator_peak_rss_mib": 80.0, "queue_depth_max": 0, "load_1min_at_start": 1.0}
+    ).endswith("RSS +3.00 MiB per 1,000 jobs done (2nd half)")  # fmt: skip
