@@ -247,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     raw_argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(raw_argv)
+    ovu.trainop_revision()  # what runs, before anything can change it
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kueue-latency-"))
     started = time.monotonic()
     kueue = kueue_binary(build=True)

@@ -44,6 +44,7 @@ table per comparison (each round and the median) and writes everything as JSON.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -451,7 +452,11 @@ def machine() -> Obj:
     }
 
 
+@functools.cache
 def trainop_revision() -> str:
+    """The checkout's revision when first asked: every benchmark's main asks at its start, so a
+    results file names the code that ran, not a commit made while a long run went on (the
+    10,000-job run took 95 minutes)."""
     try:
         return subprocess.run(
             ["git", "-C", str(harness.REPO), "describe", "--always", "--dirty"],
@@ -516,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--workdir", type=Path, help="logs, audit logs, profiles (default: a new temp dir)")
     raw_argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(raw_argv)
+    trainop_revision()  # what runs, before anything can change it
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="operator-vs-upstream-"))
     print(f"work dir: {args.workdir}", flush=True)
     kubernetes_binaries(build=True)  # the control plane's, as scripts/check builds them

@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--json", type=Path, default=RESULTS / "progress_cost.json", help="the results file")
     add("--workdir", type=Path, help="logs, audit logs (default: a new temp dir)")
     args = parser.parse_args(argv)
+    ovu.trainop_revision()  # what runs, before anything can change it
     args.profile = False
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="progress-cost-"))
     print(f"work dir: {args.workdir}", flush=True)
