@@ -94,6 +94,11 @@ class JobController:
         self._fresher: dict[str, tuple[frozenset[str], Obj | None]] = {}
         # key -> our writes to the job: the versions being written over now, the latest answers
         self._writes: dict[str, _Writes] = {}
+        # key -> uid of the job this controller deleted (its TTL), until the job's cache entry
+        # goes: the garbage collector's pod deletions often arrive before the job's own delete
+        # event and would make a plan from the cached job delete it again (a 404; 1,667 of the
+        # 10,000-job benchmark's 10,000 deletions were sent twice)
+        self._deleted: dict[str, str] = {}
         self._lock = threading.Lock()
         self._workers: list[threading.Thread] = []
 
@@ -157,7 +162,7 @@ class JobController:
         if job is None:
             self._forget(key)
             return None
-        if self._not_ours(job):
+        if self._not_ours(job) or self._deleted_by_us(key, job):
             return None
         if not self._expectations_satisfied(job):
             return EXPECTATIONS_TTL  # informer events normally requeue long before
@@ -195,6 +200,7 @@ class JobController:
         with self._lock:
             self._fresher.pop(key, None)
             self._writes.pop(key, None)
+            self._deleted.pop(key, None)
 
     def _not_ours(self, job: Obj) -> bool:
         """Managed by another controller (MultiKueue), or being deleted (GC handles children)."""
@@ -202,6 +208,12 @@ class JobController:
         if managed_by not in (None, "", MANAGED_BY_OPERATOR):
             return True
         return bool(job.get("metadata", {}).get("deletionTimestamp"))
+
+    def _deleted_by_us(self, key: str, job: Obj) -> bool:
+        """This controller deleted `job` (same uid): nothing is left to plan for it."""
+        with self._lock:
+            deleted = self._deleted.get(key)
+        return deleted is not None and deleted == job["metadata"].get("uid", "")
 
     def _expectations_satisfied(self, job: Obj) -> bool:
         meta = job["metadata"]
@@ -287,6 +299,9 @@ class JobController:
             with self._lock:
                 if key in self._writes:
                     self._writes[key].sending.clear()  # none in flight any more
+        if outcome.job_deleted:
+            with self._lock:
+                self._deleted[key] = str(job["metadata"].get("uid", ""))
         if outcome.errors:
             raise ReconcileError("; ".join(outcome.errors))
         if outcome.cache_stale:

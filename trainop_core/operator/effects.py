@@ -65,6 +65,7 @@ class Outcome:
 
     errors: list[str] = field(default_factory=list)
     cache_stale: bool = False
+    job_deleted: bool = False  # the plan's DELETE of the job succeeded, or found it gone
 
 
 @contextmanager
@@ -476,7 +477,9 @@ class Applier:
             if not exc.not_found:
                 out.errors.append(f"delete job: {exc}")
                 self.record(job, "Warning", "FailedDeleteJob", str(exc))
+            out.job_deleted = exc.not_found
             return
+        out.job_deleted = True
         self.metrics.jobs_deleted.inc(
             job_namespace=meta.get("namespace", "default"), framework=self.kind.framework
         )
