@@ -77,12 +77,10 @@ def rss_growth(result: Obj) -> float | None:
     half = [(n, mib) for n, mib in points if n >= result["jobs"] / 2]
     if len(half) < 3:
         return None
-    mean_n = statistics.fmean(n for n, _ in half)
-    mean_mib = statistics.fmean(mib for _, mib in half)
-    spread = sum((n - mean_n) ** 2 for n, _ in half)
-    if not spread:
-        return None  # no job finished over the second half's samples
-    slope = sum((n - mean_n) * (mib - mean_mib) for n, mib in half) / spread
+    try:
+        slope, _ = statistics.linear_regression(*zip(*half, strict=True))
+    except statistics.StatisticsError:  # no job finished over the second half's samples
+        return None
     return 1000 * slope
 
 

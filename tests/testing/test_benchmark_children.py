@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import live
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,11 +32,7 @@ DRIVER = textwrap.dedent(
 
 def alive(pid: int) -> bool:
     """Running and not a zombie (a reparented child may wait unreaped for a moment)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    return bool(live(lambda entry: entry.name == str(pid)))
 
 
 def command(pid: int) -> bytes:

@@ -79,7 +79,7 @@ class SelfManaged:
         self.served: bytes = b""  # the serving certificate in use
         self.ready = threading.Event()
         self.missing = 0  # passes in a row that found a configuration missing
-        self._reported: set[str] = set()  # configurations said to be missing (said once)
+        self._reported: set[tuple[str, str]] = set()  # (kind, name) said to be missing, once
 
     def run(self, stop: threading.Event) -> None:
         """Check until `stop`, every `check_period` (a configuration re-applied without its
@@ -158,22 +158,22 @@ class SelfManaged:
         encoded = base64.b64encode(bundle).decode()
         missing = False
         for resource, name in self.configurations:
+            configuration = (resource.kind, name)
             try:
                 current = self.client.get(resource, "", name)
             except ApiError as exc:
                 if exc.not_found:
                     # once at INFO, then DEBUG: an operator run without its webhook
                     # configurations (a benchmark, a test cluster) would say it every minute
-                    said = f"{resource.kind} {name}" in self._reported
-                    log.log(logging.DEBUG if said else logging.INFO,
-                            "no %s %s yet: its caBundle waits", resource.kind, name)  # fmt: skip
-                    self._reported.add(f"{resource.kind} {name}")
+                    level = logging.DEBUG if configuration in self._reported else logging.INFO
+                    log.log(level, "no %s %s yet: its caBundle waits", *configuration)
+                    self._reported.add(configuration)
                     missing = True
                     continue
                 raise
-            if f"{resource.kind} {name}" in self._reported:
-                self._reported.discard(f"{resource.kind} {name}")
-                log.info("%s %s is there: writing its caBundle", resource.kind, name)
+            if configuration in self._reported:
+                self._reported.discard(configuration)
+                log.info("%s %s is there: writing its caBundle", *configuration)
             webhooks = current.get("webhooks") or []
             if all((w.get("clientConfig") or {}).get("caBundle") == encoded for w in webhooks):
                 continue
